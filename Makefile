@@ -1,0 +1,182 @@
+# flit — build, test, demo.   `make help` lists the targets.
+#
+#   make [V=1] [SAN=1] [BUILD=dir] [CC=clang]
+#   make check [SAN=1] [TESTS="test_codec ..."] [TEST_TIMEOUT=s]
+#   make demo | fuzz | install PREFIX=/usr/local DESTDIR= | deps | clean
+
+VERSION      := 0.1.0
+SOVERSION    := 0
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+BINDIR       ?= $(PREFIX)/bin
+MANDIR       ?= $(PREFIX)/share/man
+
+SAN          ?= 0
+ifeq ($(SAN),1)
+BUILD        ?= build-san
+SANFLAGS     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD        ?= build
+SANFLAGS     :=
+endif
+
+CC           ?= gcc
+CLANG        ?= clang
+BPFTOOL      ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+PKG_CONFIG   ?= pkg-config
+
+OPTFLAGS     ?= -O2 -g
+WARNFLAGS    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
+                -Wmissing-prototypes -Wformat=2 -Werror
+CPPFLAGS     += -D_GNU_SOURCE -Iinclude -Iuserspace -Itransports -I$(BUILD)/bpf
+CFLAGS_ALL   := -std=gnu11 $(OPTFLAGS) $(WARNFLAGS) $(SANFLAGS) -pthread $(CFLAGS)
+LDFLAGS_ALL  := $(SANFLAGS) -pthread $(LDFLAGS)
+
+LIBBPF_CFLAGS := $(shell $(PKG_CONFIG) --cflags libbpf 2>/dev/null)
+LIBBPF_LIBS   := $(shell $(PKG_CONFIG) --libs libbpf 2>/dev/null)
+CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+
+ifeq ($(V),1)
+Q :=
+msg =
+else
+Q := @
+msg = @printf '  %-6s %s\n' "$(1)" "$(2)";
+endif
+
+# ---- sources -------------------------------------------------------------
+LIB_SRCS   := $(wildcard userspace/*.c) $(wildcard transports/*/*.c)
+LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_HDRS   := $(wildcard include/flit/*.h userspace/*.h transports/*/*.h)
+TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/flit-*.c))
+TOOL_LIB   := $(filter-out $(wildcard tools/flit-*.c),$(wildcard tools/*.c))
+TOOL_OBJS  := $(TOOL_LIB:%.c=$(BUILD)/%.o)
+TOOLS      := $(TOOL_NAMES:%=$(BUILD)/tools/%)
+BPF_SRCS   := $(wildcard bpf/*.bpf.c)
+BPF_OBJS   := $(BPF_SRCS:%.c=$(BUILD)/%.o)
+BPF_SKELS  := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
+TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
+TEST_BINS  := $(TEST_NAMES:%=$(BUILD)/tests/%)
+TEST_SCRIPTS := $(wildcard tests/test_*.sh)
+FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+SHLIB      := $(BUILD)/libflit.so.$(VERSION)
+SONAME     := libflit.so.$(SOVERSION)
+STLIB      := $(BUILD)/libflit.a
+
+.PHONY: all lib tools tests bpf check demo bench fuzz fuzz-build install deps clean help
+.DEFAULT_GOAL := all
+
+all: lib tools bpf tests $(BUILD)/flit.pc
+
+help:
+	@sed -n '1,8p' Makefile
+
+deps:
+	$(Q)tools/deps.sh
+
+lib: $(SHLIB) $(STLIB)
+tools: $(TOOLS)
+bpf: $(BPF_SKELS)
+tests: $(TEST_BINS)
+
+$(BUILD)/%.o: %.c $(LIB_HDRS) $(wildcard tools/*.h) | $(BPF_SKELS)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(SHLIB): $(LIB_OBJS) userspace/libflit.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=userspace/libflit.map \
+		-Wl,-z,defs $(LDFLAGS_ALL) -o $@ $(LIB_OBJS)
+	$(Q)ln -sf libflit.so.$(VERSION) $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(SONAME) $(BUILD)/libflit.so
+
+$(STLIB): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/flit.pc: flit.pc.in Makefile
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' $< > $@
+
+# Tools link the static library: no PLT on the hot path, run from the tree.
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(TOOL_OBJS) $(STLIB)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(TOOL_OBJS) $(STLIB) -lm
+
+# ---- BPF: vmlinux.h from the running kernel's BTF, objects, skeletons -----
+$(BUILD)/bpf/vmlinux.h:
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BUILD)/bpf/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) --target=bpf -O2 -g -Wall -Werror -D__TARGET_ARCH_x86 \
+		-I$(BUILD)/bpf -Ibpf $(LIBBPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*) > $@.tmp && mv $@.tmp $@
+
+# ---- tests ---------------------------------------------------------------
+$(BUILD)/tests/%: tests/%.c $(STLIB) $(wildcard tests/*.h) $(BPF_SKELS)
+	$(call msg,TEST,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) $(LIBBPF_CFLAGS) $< -o $@ \
+		$(LDFLAGS_ALL) $(STLIB) $(CMOCKA_LIBS) $(LIBBPF_LIBS) -lm
+
+TEST_TIMEOUT ?= 120
+check: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory fuzz-build >/dev/null 2>&1 || true
+	$(Q)BUILD=$(BUILD) SAN=$(SAN) TEST_TIMEOUT=$(TEST_TIMEOUT) \
+		tests/run-tests.sh $(or $(TESTS),$(TEST_NAMES) $(notdir $(TEST_SCRIPTS:.sh=)) $(FUZZ_NAMES:%=fuzz:%))
+
+# ---- fuzzing (libFuzzer, needs clang's fuzzer runtime) --------------------
+FUZZ_TIME ?= 60
+FUZZ_BINS := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+fuzz-build: $(FUZZ_BINS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(LIB_HDRS)
+	$(call msg,FUZZ,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $< \
+		$(filter userspace/%,$(LIB_SRCS)) $(filter transports/%,$(LIB_SRCS)) -pthread -o $@
+fuzz: $(FUZZ_BINS)
+	$(Q)for f in $(FUZZ_NAMES); do \
+		mkdir -p $(BUILD)/fuzz/corpus-$$f; \
+		echo "  FUZZ   $$f for $(FUZZ_TIME)s"; \
+		$(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+			$(BUILD)/fuzz/corpus-$$f tests/fuzz/corpus/$${f#fuzz_} || exit 1; \
+	done
+
+# ---- demo and benchmarks -------------------------------------------------
+demo: deps
+	$(Q)$(MAKE) --no-print-directory lib tools
+	$(Q)BUILD=$(BUILD) tools/demo.sh
+
+bench: demo
+
+# ---- install -------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(INCLUDEDIR)/flit $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
+	install -m 644 include/flit/*.h $(DESTDIR)$(INCLUDEDIR)/flit/
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libflit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libflit.so
+	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(BUILD)/flit.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	for s in 1 3 7; do \
+		ls docs/man/*.$$s >/dev/null 2>&1 || continue; \
+		install -d $(DESTDIR)$(MANDIR)/man$$s; \
+		install -m 644 docs/man/*.$$s $(DESTDIR)$(MANDIR)/man$$s/; \
+	done
+
+clean:
+	rm -rf build build-san
+
+-include $(wildcard $(BUILD)/*.d)

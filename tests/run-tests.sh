@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run flit's tests, each under a timeout.  Arguments: test names, i.e.
+#   test_x        -> $BUILD/tests/test_x        (cmocka binary)
+#   test_y        -> tests/test_y.sh            (shell test), if no binary
+#   fuzz:fuzz_z   -> short libFuzzer run of $BUILD/fuzz/fuzz_z (skipped if not built)
+# Exit status of a test: 0 pass, 77 skip (its last "SKIP: reason" line is
+# shown), anything else fail (its output is shown).  Ends with the line
+# "N passed, N failed, N skipped" and exits non-zero if anything failed.
+set -u
+BUILD=${BUILD:-build}
+TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+export BUILD FLIT_TOOLS_DIR="$PWD/$BUILD/tools"
+logdir="$BUILD/test-logs"; mkdir -p "$logdir"
+pass=0; fail=0; skip=0; failed=()
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+for t in "$@"; do
+  log="$logdir/${t//[:\/]/_}.log"
+  case "$t" in
+    fuzz:*)
+      f=${t#fuzz:}; bin="$BUILD/fuzz/$f"
+      corpus="tests/fuzz/corpus/${f#fuzz_}"
+      if [ ! -x "$bin" ]; then
+        cmd=(sh -c "echo 'SKIP: $f not built (clang libFuzzer runtime missing: apt-get install libclang-rt-14-dev)'; exit 77")
+      else
+        mkdir -p "$BUILD/fuzz/corpus-$f"
+        cmd=("$bin" -max_total_time="$FUZZ_SECONDS" "$BUILD/fuzz/corpus-$f" "$corpus")
+      fi ;;
+    *)
+      if [ -x "$BUILD/tests/$t" ]; then cmd=("$BUILD/tests/$t")
+      elif [ -f "tests/$t.sh" ]; then cmd=(bash "tests/$t.sh")
+      else echo "  FAIL   $t (no such test)"; fail=$((fail+1)); failed+=("$t"); continue; fi ;;
+  esac
+  start=$(date +%s%N)
+  timeout --kill-after=5 "$TEST_TIMEOUT" "${cmd[@]}" >"$log" 2>&1
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 )); secs="$((ms / 1000)).$(( (ms % 1000) / 100 ))"
+  case $rc in
+    0)  pass=$((pass+1)); printf '  PASS   %-32s %6ss\n' "$t" "$secs" ;;
+    77) skip=$((skip+1))
+        why=$(grep -h 'SKIP:' "$log" | tail -1 | sed 's/.*SKIP: *//')
+        printf '  SKIP   %-32s %s\n' "$t" "${why:-no reason given}" ;;
+    124|137) fail=$((fail+1)); failed+=("$t")
+        printf '  FAIL   %-32s timed out after %ss\n' "$t" "$TEST_TIMEOUT"; tail -20 "$log" | sed 's/^/         | /' ;;
+    *)  fail=$((fail+1)); failed+=("$t")
+        printf '  FAIL   %-32s exit %s\n' "$t" "$rc"; tail -40 "$log" | sed 's/^/         | /' ;;
+  esac
+done
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]} (logs in $logdir)"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Check flit's build and test dependencies; install what is missing from
+# Debian's archive when run as root, else print the apt-get line and fail.
+set -u
+declare -A pc=(            # pkg-config module -> Debian package
+  [libbpf]=libbpf-dev [libxdp]=libxdp-dev [liburing]=liburing-dev
+  [cmocka]=libcmocka-dev [libibverbs]=libibverbs-dev [librdmacm]=librdmacm-dev
+)
+declare -A cmd=(           # command -> Debian package
+  [pkg-config]=pkg-config [gcc]=gcc [make]=make [clang]=clang [llc]=llvm
+  [bpftool]=bpftool [xdp-loader]=xdp-tools [ip]=iproute2 [timeout]=coreutils
+)
+# files -> Debian package (clang's sanitizer/fuzzer runtime for `make fuzz`)
+declare -A file=(
+  [/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a]=libclang-rt-14-dev
+  [/usr/include/elf.h]=libc6-dev [/usr/include/zlib.h]=zlib1g-dev [/usr/include/libelf.h]=libelf-dev
+)
+missing=()
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+for m in "${!pc[@]}"; do
+  command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$m" 2>/dev/null || missing+=("${pc[$m]}")
+done
+for c in "${!cmd[@]}"; do
+  command -v "$c" >/dev/null 2>&1 || [ -x "/usr/sbin/$c" ] || missing+=("${cmd[$c]}")
+done
+for f in "${!file[@]}"; do [ -e "$f" ] || missing+=("${file[$f]}"); done
+[ ${#missing[@]} -eq 0 ] && { echo "  DEPS   all present"; exit 0; }
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+line="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "flit: missing dependencies; as root run:" >&2
+  echo "  apt-get update && $line" >&2
+  exit 1
+fi
+echo "  DEPS   installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+{ apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; } >/tmp/flit-deps.log 2>&1 || {
+  echo "flit: apt-get failed (log: /tmp/flit-deps.log); run: apt-get update && $line" >&2
+  tail -5 /tmp/flit-deps.log >&2; exit 1; }
+echo "  DEPS   installed"

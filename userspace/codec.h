@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The flit wire codec: one frame = header + a batch of messages.  The same
+ * bytes travel in a shm ring record, a UDP datagram, an AF_XDP frame and an
+ * RDMA send.  Byte-by-byte layout: docs/PROTOCOL.md.  All integers are
+ * little-endian.
+ *
+ * Decoding is two-step: flit_frame_validate() checks every length against
+ * the buffer (and nothing is read before it is checked); only a frame it
+ * accepted may be walked with flit_frame_iter_*().  A frame is accepted or
+ * dropped whole, so a bad message never lets earlier ones through twice.
+ */
+#ifndef FLIT_CODEC_H
+#define FLIT_CODEC_H
+
+#include <endian.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FLIT_WIRE_MAGIC   0x4c46u /* bytes 'F' 'L' */
+#define FLIT_WIRE_VERSION 1u
+
+enum flit_frame_type {
+	FLIT_FT_DATA = 1,
+	/* 2..15 reserved for heartbeats, NAKs and resolution (docs/PROTOCOL.md) */
+};
+
+/* frame flags */
+#define FLIT_FF_TS        0x0001u /* every message carries a send timestamp */
+#define FLIT_FF_KNOWN     (FLIT_FF_TS)
+
+#define FLIT_FRAME_HDR_LEN 24u
+#define FLIT_MSG_HDR_LEN   8u
+#define FLIT_MSG_TS_LEN    8u
+#define FLIT_MSG_LEN_MAX   0x00ffffffu /* 24-bit payload length */
+#define FLIT_FRAME_LEN_MAX 0x7ffffff8u
+
+static inline size_t flit_align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Bytes one message of `len` payload bytes takes in a frame. */
+static inline size_t flit_msg_wire_len(size_t len, bool ts)
+{
+	return FLIT_MSG_HDR_LEN + (ts ? FLIT_MSG_TS_LEN : 0) + flit_align8(len);
+}
+
+static inline uint16_t flit_ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static inline uint32_t flit_ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static inline uint64_t flit_ld64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+static inline void flit_st16(uint8_t *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static inline void flit_st32(uint8_t *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static inline void flit_st64(uint8_t *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+
+/* Decoded frame header. */
+struct flit_frame_hdr {
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint16_t count;
+	uint32_t len;
+	uint32_t session_id;
+	uint64_t seq;     /* sequence number of the first message */
+};
+
+/* Why a frame was refused (for counters and messages). */
+enum flit_frame_err {
+	FLIT_FE_OK = 0,
+	FLIT_FE_SHORT,       /* buffer shorter than the frame header */
+	FLIT_FE_MAGIC,       /* not a flit frame */
+	FLIT_FE_VERSION,     /* unknown protocol version */
+	FLIT_FE_TYPE,        /* unknown frame type */
+	FLIT_FE_FLAGS,       /* unknown flag bits */
+	FLIT_FE_LEN,         /* frame length not aligned, too small or past buffer */
+	FLIT_FE_COUNT,       /* message count disagrees with the bytes present */
+	FLIT_FE_MSG_LEN,     /* a message's length runs past the frame */
+	FLIT_FE_MSG_FLAGS,   /* reserved message bits set */
+	FLIT_FE__MAX,
+};
+
+const char *flit_frame_strerr(enum flit_frame_err e);
+
+/* Check a whole frame in buf[0..buflen).  On success fills *h and returns
+ * FLIT_FE_OK; the frame occupies h->len <= buflen bytes. */
+enum flit_frame_err flit_frame_validate(const void *buf, size_t buflen,
+					struct flit_frame_hdr *h);
+
+/* ---- encoding ---- */
+
+/* Start a frame at buf (FLIT_FRAME_HDR_LEN bytes, 8-aligned). */
+static inline void flit_frame_begin(void *buf, uint8_t type, uint16_t flags,
+				    uint32_t session_id, uint64_t seq)
+{
+	uint8_t *p = (uint8_t *)buf;
+	flit_st16(p + 0, FLIT_WIRE_MAGIC);
+	p[2] = FLIT_WIRE_VERSION;
+	p[3] = type;
+	flit_st16(p + 4, flags);
+	flit_st16(p + 6, 0);
+	flit_st32(p + 8, FLIT_FRAME_HDR_LEN);
+	flit_st32(p + 12, session_id);
+	flit_st64(p + 16, seq);
+}
+
+/* Write a message header at msg (the frame's current end) and return the
+ * payload pointer.  The caller writes `len` payload bytes there and then calls
+ * flit_frame_end_msg().  ts is written only if the frame has FLIT_FF_TS. */
+static inline uint8_t *flit_frame_put_hdr(uint8_t *msg, uint32_t topic,
+					  uint32_t len, bool has_ts,
+					  uint64_t ts)
+{
+	flit_st32(msg, topic);
+	flit_st32(msg + 4, len);
+	if (has_ts) {
+		flit_st64(msg + 8, ts);
+		return msg + 16;
+	}
+	return msg + 8;
+}
+
+/* Account one message of `len` bytes in the frame header, zeroing the
+ * padding after the payload.  Returns the new frame length. */
+static inline uint32_t flit_frame_end_msg(uint8_t *frame, uint8_t *payload,
+					  uint32_t len)
+{
+	uint32_t pad = (uint32_t)(flit_align8(len) - len);
+	if (pad)
+		memset(payload + len, 0, pad);
+	uint32_t flen = (uint32_t)(payload + len + pad - frame);
+	flit_st16(frame + 6, (uint16_t)(flit_ld16(frame + 6) + 1));
+	flit_st32(frame + 8, flen);
+	return flen;
+}
+
+/* Encode a frame of n messages into buf (cap bytes).  Returns the frame
+ * length, or 0 if it does not fit.  For tests, tools and slow paths. */
+size_t flit_frame_encode(void *buf, size_t cap, uint16_t flags,
+			 uint32_t session_id, uint64_t seq, unsigned n,
+			 const uint32_t *topics, const void *const *payloads,
+			 const uint32_t *lens, const uint64_t *ts);
+
+/* ---- walking a validated frame ---- */
+
+struct flit_wmsg {
+	uint32_t topic;
+	uint32_t len;
+	uint64_t seq;
+	uint64_t ts;      /* 0 when the frame has no timestamps */
+	const uint8_t *data;
+};
+
+struct flit_frame_iter {
+	const uint8_t *p;
+	unsigned left;
+	bool ts;
+	uint64_t seq;
+};
+
+static inline void flit_frame_iter_init(struct flit_frame_iter *it,
+					const void *frame,
+					const struct flit_frame_hdr *h)
+{
+	it->p = (const uint8_t *)frame + FLIT_FRAME_HDR_LEN;
+	it->left = h->count;
+	it->ts = h->flags & FLIT_FF_TS;
+	it->seq = h->seq;
+}
+
+/* Next message of a frame accepted by flit_frame_validate(); false at end. */
+static inline bool flit_frame_iter_next(struct flit_frame_iter *it,
+					struct flit_wmsg *m)
+{
+	if (!it->left)
+		return false;
+	const uint8_t *p = it->p;
+	m->topic = flit_ld32(p);
+	m->len = flit_ld32(p + 4);
+	m->seq = it->seq++;
+	if (it->ts) {
+		m->ts = flit_ld64(p + 8);
+		m->data = p + 16;
+	} else {
+		m->ts = 0;
+		m->data = p + 8;
+	}
+	it->p = m->data + flit_align8(m->len);
+	it->left--;
+	return true;
+}
+
+#endif /* FLIT_CODEC_H */
