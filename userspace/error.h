@@ -4,6 +4,8 @@
 #ifndef FLIT_ERROR_H
 #define FLIT_ERROR_H
 
+#include <errno.h>
+
 #include <flit/flit.h>
 
 /* Record "fmt..." as the calling thread's error trail and return -err
@@ -13,6 +15,13 @@ int flit_err(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 int flit_err_wrap(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set errno = err and the trail, for constructors; returns NULL. */
 void *flit_err_null(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* For constructors whose trail is already set: errno = err, return NULL. */
+static inline void *flit_null(int err)
+{
+	errno = err;
+	return NULL;
+}
 
 void flit_log(enum flit_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define flit_warn(...)  flit_log(FLIT_LOG_WARN, __VA_ARGS__)

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Ring set-up, validation and the writer's slow paths (see shm_ring.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "error.h"
+#include "shm/shm_ring.h"
+#include "config.h"
+
+uint64_t shm_geom_check(const struct shm_geom *g)
+{
+	const unsigned char *p = (const unsigned char *)g;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < offsetof(struct shm_geom, check); i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
+		  uint32_t mode, uint32_t session_id, const char *topic,
+		  uint64_t start)
+{
+	struct shm_hdr *h = mem;
+	size_t tlen = strlen(topic);
+
+	if (capacity < SHM_CAP_MIN || capacity > SHM_CAP_MAX ||
+	    (capacity & (capacity - 1)) || !max_readers ||
+	    max_readers > SHM_READERS_MAX || tlen >= sizeof(h->geom.topic) ||
+	    (start & 7))
+		return flit_err(EINVAL, "shm ring: bad geometry (capacity %llu, readers %u)",
+				(unsigned long long)capacity, max_readers);
+	memset(&h->geom, 0, sizeof(h->geom));
+	h->geom.magic = SHM_MAGIC;
+	h->geom.version = SHM_VERSION;
+	h->geom.hdr_size = shm_hdr_size(max_readers);
+	h->geom.capacity = capacity;
+	h->geom.max_frame = capacity / 4;
+	h->geom.max_readers = max_readers;
+	h->geom.mode = mode;
+	h->geom.session_id = session_id;
+	h->geom.topic_len = (uint32_t)tlen;
+	memcpy(h->geom.topic, topic, tlen);
+	h->geom.check = shm_geom_check(&h->geom);
+	atomic_store(&h->w.tail, start);
+	atomic_store(&h->w.latest, start);
+	atomic_store(&h->w.intent, start);
+	atomic_store(&h->w.start, start);
+	return 0;
+}
+
+int shm_ring_validate(const void *mem, uint64_t size)
+{
+	const struct shm_hdr *h = mem;
+	const struct shm_geom *g = &h->geom;
+
+	if (size < SHM_SLOTS_OFF)
+		return flit_err(EBADMSG, "file too short for a flit shm header (%llu bytes)",
+				(unsigned long long)size);
+	if (g->magic != SHM_MAGIC)
+		return flit_err(EBADMSG, "not a flit shm ring (bad magic)");
+	if (g->version != SHM_VERSION)
+		return flit_err(EPROTO, "flit shm ring version %u, this library reads %u",
+				g->version, SHM_VERSION);
+	if (g->check != shm_geom_check(g))
+		return flit_err(EBADMSG, "shm ring header is corrupted (check value mismatch)");
+	if (g->capacity < SHM_CAP_MIN || g->capacity > SHM_CAP_MAX ||
+	    (g->capacity & (g->capacity - 1)))
+		return flit_err(EBADMSG, "shm ring: bad capacity %llu",
+				(unsigned long long)g->capacity);
+	if (!g->max_readers || g->max_readers > SHM_READERS_MAX ||
+	    g->hdr_size != shm_hdr_size(g->max_readers))
+		return flit_err(EBADMSG, "shm ring: bad reader table (%u readers, header %u bytes)",
+				g->max_readers, g->hdr_size);
+	if (g->max_frame < 64 || g->max_frame > g->capacity / 4 || (g->max_frame & 7))
+		return flit_err(EBADMSG, "shm ring: bad max frame %llu",
+				(unsigned long long)g->max_frame);
+	if (g->mode > FLIT_SHM_OVERWRITE)
+		return flit_err(EBADMSG, "shm ring: unknown mode %u", g->mode);
+	if (g->topic_len == 0 || g->topic_len >= sizeof(g->topic) ||
+	    memchr(g->topic, 0, sizeof(g->topic)) != g->topic + g->topic_len)
+		return flit_err(EBADMSG, "shm ring: bad topic name");
+	if (size != (uint64_t)g->hdr_size + g->capacity)
+		return flit_err(EBADMSG, "shm ring: file is %llu bytes, geometry says %llu (truncated?)",
+				(unsigned long long)size,
+				(unsigned long long)(g->hdr_size + g->capacity));
+	return 0;
+}
+
+void shm_wr_init(struct shm_wr *w, void *mem)
+{
+	struct shm_hdr *h = mem;
+
+	memset(w, 0, sizeof(*w));
+	w->hdr = h;
+	w->data = (uint8_t *)mem + h->geom.hdr_size;
+	w->cap = h->geom.capacity;
+	w->mask = w->cap - 1;
+	w->max_frame = h->geom.max_frame;
+	w->max_readers = h->geom.max_readers;
+	w->paced = h->geom.mode == FLIT_SHM_PACED;
+	w->pos = atomic_load(&h->w.tail);
+	shm_wr_refresh_limit(w);
+}
+
+void shm_wr_refresh_limit(struct shm_wr *w)
+{
+	uint64_t min = w->pos;
+
+	/* pairs with the fence in shm_rd_join(): either we see a joining
+	 * reader's slot, or it sees our tail (Dekker) */
+	atomic_thread_fence(memory_order_seq_cst);
+	for (uint32_t i = 0; i < w->max_readers; i++) {
+		struct shm_slot *s = shm_slot(w->hdr, i);
+		uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if ((st & 0xff) != SHM_SLOT_ACTIVE)
+			continue;
+		uint64_t p = atomic_load_explicit(&s->pos, memory_order_acquire);
+		if (p < min)
+			min = p;
+	}
+	w->limit = min + w->cap;
+}
+
+void shm_wr_pad(struct shm_wr *w)
+{
+	uint64_t off = w->pos & w->mask;
+
+	atomic_store_explicit(&w->hdr->w.intent, w->pos + (w->cap - off) + 8,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit((_Atomic uint64_t *)w->data, 0, memory_order_relaxed);
+	atomic_store_explicit((_Atomic uint64_t *)(w->data + off),
+			      w->pos | SHM_TAG_VALID | SHM_TAG_PAD,
+			      memory_order_release);
+	w->pos += w->cap - off;
+	atomic_store_explicit(&w->hdr->w.tail, w->pos, memory_order_release);
+}
+
+void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
+		 uint8_t *scratch, bool copy, uint64_t pos)
+{
+	struct shm_hdr *h = mem;
+
+	memset(r, 0, sizeof(*r));
+	r->hdr = h;
+	r->data = (const uint8_t *)mem + h->geom.hdr_size;
+	r->cap = h->geom.capacity;
+	r->mask = r->cap - 1;
+	r->max_frame = h->geom.max_frame;
+	r->slot = slot;
+	r->scratch = scratch;
+	r->copy = copy;
+	r->pos = pos;
+}
+
+uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state)
+{
+	uint64_t t = atomic_load_explicit(&hdr->w.tail, memory_order_acquire);
+
+	atomic_store_explicit(&slot->pos, t, memory_order_relaxed);
+	atomic_store_explicit(&slot->state, gen_state, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	/* a writer that computed its limit without seeing us computed it from
+	 * a tail no later than this one, so starting here is safe */
+	t = atomic_load_explicit(&hdr->w.tail, memory_order_acquire);
+	atomic_store_explicit(&slot->pos, t, memory_order_release);
+	atomic_fetch_add(&hdr->r.readers_gen, 1);
+	return t;
+}

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The shm transport's ring: one writer, many readers, in caller-provided
+ * memory (a shared file mapping, or any buffer for tests).
+ *
+ * Memory = header (hdr_size bytes, a multiple of 4096) + data ring (capacity
+ * bytes, a power of two).  Positions are 64-bit byte counts that only grow;
+ * offset = position & (capacity - 1).  The header:
+ *
+ *   0x000  geometry, written once by the writer before the file is published,
+ *          protected by a check value (struct shm_geom)
+ *   0x200  writer line: tail, latest, intent         (written per record)
+ *   0x240  status line: closed flag, writer pid      (written rarely)
+ *   0x280  readers_gen line
+ *   0x400  reader slots, one 64-byte line each: state word, position
+ *
+ * Records (docs/PROTOCOL.md, "shm ring records"): an 8-byte tag then a flit
+ * frame, 8-aligned, never straddling the end of the ring.  tag = position|1
+ * for a frame, position|3 for padding to the end of the ring.  The writer
+ * writes the frame, clears the next record's tag slot, then release-stores
+ * the tag; a reader at P accepts the record only if the tag is exactly P|1
+ * (or P|3).  A cleared slot (0) or a value of another lap means "not yet".
+ *
+ * Receiver-paced mode: a record [P, P+len) overwrites what was at positions
+ * [P-cap, P+len-cap); the writer may write it only when every active reader
+ * is at or past P+len+8-cap (+8 for the cleared next tag slot).  Readers
+ * publish their position after each poll; the writer caches the minimum and
+ * rescans only when the cached limit is reached.
+ *
+ * Overwrite mode, and readers that cannot write the file: the writer stores
+ * `intent` (the end of the record it is about to write) before writing, so a
+ * reader that copied a record at P checks afterwards that intent <= P + cap:
+ * otherwise it was lapped (the copy may be torn) and it resumes at `latest`.
+ */
+#ifndef FLIT_SHM_RING_H
+#define FLIT_SHM_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHM_MAGIC        0x314d48535449464cull /* "LFITSHM1" little-endian */
+#define SHM_VERSION      1u
+#define SHM_CAP_MIN      (4096ull)
+#define SHM_CAP_MAX      (1ull << 30)
+#define SHM_READERS_MAX  1024u
+#define SHM_SLOTS_OFF    0x400u
+#define SHM_SLOT_SIZE    64u
+
+#define SHM_TAG_VALID    1ull
+#define SHM_TAG_PAD      2ull
+
+#define SHM_SLOT_FREE    0u
+#define SHM_SLOT_ACTIVE  1u
+/* slot state word: generation << 8 | state */
+
+struct shm_geom {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_size;     /* offset of the data ring */
+	uint64_t capacity;     /* data ring bytes, power of two */
+	uint64_t max_frame;    /* largest frame the writer writes (<= cap/4) */
+	uint32_t max_readers;
+	uint32_t mode;         /* enum flit_shm_mode */
+	uint32_t session_id;
+	uint32_t topic_len;
+	uint64_t create_ns;    /* CLOCK_REALTIME */
+	char topic[256];       /* NUL-terminated */
+	uint64_t check;        /* FNV-1a 64 of all bytes above */
+};
+
+struct shm_writer_line {
+	_Atomic uint64_t tail;   /* end of the last committed record */
+	_Atomic uint64_t latest; /* start of the last committed frame record */
+	_Atomic uint64_t intent; /* end of the record being written */
+	_Atomic uint64_t start;  /* position of the first record (for readers) */
+} __attribute__((aligned(64)));
+
+struct shm_status_line {
+	_Atomic uint32_t closed; /* writer closed cleanly; nothing more comes */
+	uint32_t writer_pid;     /* informational (pid namespaces differ) */
+} __attribute__((aligned(64)));
+
+struct shm_slot {
+	_Atomic uint32_t state;  /* gen << 8 | SHM_SLOT_* */
+	uint32_t pid;
+	_Atomic uint64_t pos;
+} __attribute__((aligned(64)));
+
+struct shm_hdr {
+	struct shm_geom geom;
+	char pad0[0x200 - sizeof(struct shm_geom)];
+	struct shm_writer_line w;   /* 0x200 */
+	struct shm_status_line st;  /* 0x240 */
+	struct {
+		_Atomic uint64_t readers_gen;
+	} __attribute__((aligned(64))) r; /* 0x280 */
+};
+
+_Static_assert(sizeof(struct shm_geom) <= 0x200, "geometry fits");
+_Static_assert(sizeof(struct shm_hdr) <= SHM_SLOTS_OFF, "header fits");
+_Static_assert(sizeof(struct shm_slot) == SHM_SLOT_SIZE, "slot is a line");
+
+static inline struct shm_slot *shm_slot(void *base, unsigned i)
+{
+	return (struct shm_slot *)((char *)base + SHM_SLOTS_OFF) + i;
+}
+
+static inline uint32_t shm_hdr_size(uint32_t max_readers)
+{
+	uint32_t end = SHM_SLOTS_OFF + max_readers * SHM_SLOT_SIZE;
+	return (end + 4095u) & ~4095u;
+}
+
+uint64_t shm_geom_check(const struct shm_geom *g);
+
+/* Initialise a ring in mem (shm_hdr_size(max_readers) + capacity bytes,
+ * zeroed).  start is the first position (tests use huge values to exercise
+ * 64-bit arithmetic).  Returns 0 or -EINVAL. */
+int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
+		  uint32_t mode, uint32_t session_id, const char *topic,
+		  uint64_t start);
+
+/* Validate a ring header against the size of the memory it sits in.
+ * Returns 0, or -EBADMSG/-EPROTO with a trail naming the problem. */
+int shm_ring_validate(const void *mem, uint64_t size);
+
+/* ---- writer -------------------------------------------------------------- */
+
+struct shm_wr {
+	struct shm_hdr *hdr;
+	uint8_t *data;
+	uint64_t cap, mask;
+	uint64_t pos;      /* where the next record (or the open frame) starts */
+	uint64_t limit;    /* cached: records must end at or before this - 8 */
+	uint64_t max_frame;
+	uint32_t max_readers;
+	bool paced;
+	/* open frame (batching or claim), written in place at pos */
+	uint8_t *frame;    /* NULL when no frame is open */
+	uint32_t flen;
+	uint8_t *claim;    /* payload of an open claim */
+	uint32_t claim_max;
+	uint64_t seq;      /* next message's sequence number */
+	uint64_t readers_gen;
+	/* counters */
+	uint64_t msgs, bytes, frames, back_pressured;
+};
+
+void shm_wr_init(struct shm_wr *w, void *mem);
+/* Make room for a frame of `need` bytes (tag excluded) at w->pos, padding to
+ * the end of the ring if it does not fit contiguously.  Returns a pointer to
+ * the frame area, or NULL if the readers have not made room (paced). */
+static inline uint8_t *shm_wr_reserve(struct shm_wr *w, uint64_t need);
+/* Recompute w->limit from the active readers' positions. */
+void shm_wr_refresh_limit(struct shm_wr *w);
+/* Write a padding record from w->pos to the end of the ring. */
+void shm_wr_pad(struct shm_wr *w);
+
+static inline bool shm_wr_room(struct shm_wr *w, uint64_t end)
+{
+	if (!w->paced || end <= w->limit)
+		return true;
+	shm_wr_refresh_limit(w);
+	return end <= w->limit;
+}
+
+static inline uint8_t *shm_wr_reserve(struct shm_wr *w, uint64_t need)
+{
+	uint64_t off = w->pos & w->mask;
+	uint64_t pad = off + 8 + need > w->cap ? w->cap - off : 0;
+
+	/* +8: the tag slot of the following record is cleared on publish */
+	if (!shm_wr_room(w, w->pos + pad + 8 + need + 8))
+		return NULL;
+	if (pad)
+		shm_wr_pad(w);
+	/* announce the bytes about to be overwritten before writing them */
+	atomic_store_explicit(&w->hdr->w.intent, w->pos + 8 + need,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	return w->data + (w->pos & w->mask) + 8;
+}
+
+/* Grow the open frame (at w->pos) to `need` bytes in place, if it still fits
+ * before the end of the ring and the readers have made room. */
+static inline bool shm_wr_extend(struct shm_wr *w, uint64_t need)
+{
+	if ((w->pos & w->mask) + 8 + need > w->cap ||
+	    !shm_wr_room(w, w->pos + 8 + need + 8))
+		return false;
+	atomic_store_explicit(&w->hdr->w.intent, w->pos + 8 + need,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	return true;
+}
+/* Publish the open frame of `flen` bytes at w->pos. */
+static inline void shm_wr_publish(struct shm_wr *w, uint32_t flen)
+{
+	uint64_t p = w->pos, end = p + 8 + flen;
+	uint8_t *rec = w->data + (p & w->mask);
+
+	/* clear the following record's tag slot, then release our tag: a
+	 * reader that sees our tag also sees the cleared slot after it */
+	atomic_store_explicit((_Atomic uint64_t *)(w->data + (end & w->mask)), 0,
+			      memory_order_relaxed);
+	atomic_store_explicit((_Atomic uint64_t *)rec, p | SHM_TAG_VALID,
+			      memory_order_release);
+	atomic_store_explicit(&w->hdr->w.latest, p, memory_order_relaxed);
+	atomic_store_explicit(&w->hdr->w.tail, end, memory_order_release);
+	w->pos = end;
+	w->frames++;
+}
+
+/* ---- reader -------------------------------------------------------------- */
+
+struct shm_rd {
+	struct shm_hdr *hdr;
+	const uint8_t *data;
+	uint64_t cap, mask, max_frame;
+	uint64_t pos;
+	struct shm_slot *slot; /* NULL: passive (cannot write the file) */
+	uint8_t *scratch;      /* copy buffer for overwrite/passive reading */
+	bool copy;             /* copy then check `intent` (overwrite, passive) */
+};
+
+enum shm_rd_res {
+	SHM_RD_NONE = 0,   /* nothing new */
+	SHM_RD_FRAME,      /* *frame, *len valid until the next call */
+	SHM_RD_LAPPED,     /* overwritten before we read it: resumed at latest */
+	SHM_RD_CORRUPT,    /* a record's length is impossible: stop reading */
+};
+
+/* Reader at position pos.  For a paced reader with a slot, `pos` must come
+ * from shm_rd_join(). */
+void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
+		 uint8_t *scratch, bool copy, uint64_t pos);
+/* Claim-time join protocol for a slot: returns the position to start at. */
+uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state);
+
+/* Next record.  Advances r->pos past it (the caller publishes positions with
+ * shm_rd_commit() after delivery, so a paced writer cannot overwrite a frame
+ * that is being delivered). */
+static inline enum shm_rd_res shm_rd_next(struct shm_rd *r, const void **frame,
+					  uint32_t *len)
+{
+	for (int pads = 0; pads < 2; pads++) {
+		uint64_t p = r->pos, off = p & r->mask;
+		uint64_t tag = atomic_load_explicit(
+			(const _Atomic uint64_t *)(r->data + off), memory_order_acquire);
+
+		if (tag == (p | SHM_TAG_VALID)) {
+			const uint8_t *f = r->data + off + 8;
+			uint32_t flen;
+			memcpy(&flen, f + 8, 4);
+			if (__builtin_expect(flen < 24 || (flen & 7) || flen > r->max_frame ||
+					     off + 8 + flen > r->cap, 0)) {
+				/* a copying reader may be looking at a record
+				 * being overwritten: that is a lap, not damage */
+				if (r->copy && atomic_load_explicit(&r->hdr->w.intent,
+						memory_order_acquire) > p + r->cap)
+					goto lapped;
+				return SHM_RD_CORRUPT;
+			}
+			if (r->copy) {
+				memcpy(r->scratch, f, flen);
+				atomic_thread_fence(memory_order_acquire);
+				uint64_t in = atomic_load_explicit(&r->hdr->w.intent,
+								   memory_order_relaxed);
+				if (in > p + r->cap)
+					goto lapped;
+				f = r->scratch;
+			}
+			r->pos = p + 8 + flen;
+			*frame = f;
+			*len = flen;
+			return SHM_RD_FRAME;
+		}
+		if (tag == (p | SHM_TAG_VALID | SHM_TAG_PAD)) {
+			if (r->copy) {
+				uint64_t in = atomic_load_explicit(&r->hdr->w.intent,
+								   memory_order_acquire);
+				if (in > p + r->cap)
+					goto lapped;
+			}
+			r->pos = p + (r->cap - off);
+			continue;
+		}
+		if (r->copy && atomic_load_explicit(&r->hdr->w.intent,
+						    memory_order_acquire) > p + r->cap)
+			goto lapped;
+		return SHM_RD_NONE;
+	}
+	return SHM_RD_NONE;
+lapped:
+	r->pos = atomic_load_explicit(&r->hdr->w.latest, memory_order_acquire);
+	return SHM_RD_LAPPED;
+}
+
+static inline void shm_rd_commit(struct shm_rd *r)
+{
+	if (r->slot)
+		atomic_store_explicit(&r->slot->pos, r->pos, memory_order_release);
+}
+
+#endif /* FLIT_SHM_RING_H */

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Internal core: the transport interface and the objects transports share
+ * with the core.  A transport never knows about subscribers: it hands whole
+ * frames, tagged with the receive session they came from, to a frame handler
+ * (normally flit_rx_frame()), and it reports sessions found and lost.
+ *
+ * Threading: a context, its subscribers and its receive side belong to the
+ * thread that polls it.  Each publisher may be driven by one thread at a time
+ * (distinct publishers from distinct threads is fine).  Creating and closing
+ * objects must not race with polling the same context.
+ */
+#ifndef FLIT_CORE_H
+#define FLIT_CORE_H
+
+#include <flit/flit.h>
+
+#include "codec.h"
+#include "config.h"
+#include "error.h"
+
+struct flit_tp;   /* a transport's per-context state */
+struct flit_tsrc; /* a transport's per-publisher state */
+struct flit_rx_session;
+
+/* Frame handler: a transport's poll calls it for each frame received.
+ * Returns the number of messages and events delivered, or -EBADMSG when the
+ * frame was dropped as malformed (already counted). */
+typedef int (*flit_frame_fn)(void *arg, struct flit_rx_session *rs,
+			     const void *frame, size_t len);
+
+/* transport capabilities */
+#define FLIT_CAP_MULTICAST  (1u << 0) /* one send reaches many hosts */
+#define FLIT_CAP_ZERO_COPY  (1u << 1) /* claim/commit writes in place */
+#define FLIT_CAP_RELIABLE   (1u << 2) /* lossless without the NAK layer */
+#define FLIT_CAP_TIMESTAMPS (1u << 3) /* kernel/NIC receive stamps */
+#define FLIT_CAP_LOCAL      (1u << 4) /* same host only */
+
+struct flit_transport_ops {
+	const char *name;
+	unsigned caps;
+
+	int (*open)(struct flit_ctx *ctx, struct flit_tp **out);
+	void (*close)(struct flit_tp *tp);
+
+	/* source side: one flit_tsrc per publisher */
+	int (*src_open)(struct flit_tp *tp, const char *topic,
+			const struct flit_cfg_source *cfg,
+			struct flit_tsrc **out);
+	void (*src_close)(struct flit_tsrc *src);
+	int (*send)(struct flit_tsrc *src, const void *data, size_t len);
+	int (*claim)(struct flit_tsrc *src, size_t len, void **buf);
+	int (*commit)(struct flit_tsrc *src, size_t len);
+	int (*abort)(struct flit_tsrc *src);
+	int (*flush)(struct flit_tsrc *src);
+	int (*receivers)(struct flit_tsrc *src);
+	size_t (*max_msg)(const struct flit_tsrc *src);
+	uint64_t (*next_seq)(const struct flit_tsrc *src);
+	/* add the source's send-side counters into *c */
+	void (*src_counters)(const struct flit_tsrc *src, struct flit_counters *c);
+
+	/* receive side: the set of subscriptions changed; attach to sources
+	 * that are now wanted and detach from those no longer wanted */
+	int (*subs_changed)(struct flit_tp *tp);
+	/* deliver up to `limit` messages, frames through fn(arg, ...) */
+	int (*poll)(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg);
+};
+
+extern const struct flit_transport_ops flit_shm_ops;
+
+/* ---- receive sessions: what the core knows of one remote source -------- */
+
+struct flit_rx_topic {
+	char *name;
+	flit_sub **subs;
+	unsigned nsubs;
+};
+
+struct flit_rx_session {
+	struct flit_ctx *ctx;
+	uint32_t session_id;
+	bool started;         /* next_seq is meaningful */
+	bool rcv_ts;          /* some subscriber wants receive stamps */
+	uint64_t next_seq;
+	struct flit_rx_topic *topics; /* indexed by the frame's topic index */
+	uint32_t ntopics;
+	char source[96];
+	struct flit_rx_session *next;
+};
+
+/* Create a session for a source found by a transport; the transport then
+ * names its topics with flit_rx_session_topic().  NULL + errno. */
+struct flit_rx_session *flit_rx_session_new(struct flit_ctx *ctx,
+					    uint32_t session_id,
+					    const char *source);
+/* Bind topic index -> name; delivers BOS to the subscribers it matches.
+ * Returns how many subscribers want it (0: the transport may detach). */
+int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
+			  const char *name);
+/* End of session: deliver EOS (flags: FLIT_MSGF_SOURCE_DIED or 0), free. */
+void flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
+/* Report messages [first, first + n) of the session as lost. */
+int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n);
+
+/* The default frame handler (arg = the context). */
+int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
+		  size_t len);
+
+/* Does any subscriber of ctx want topic `name`? */
+bool flit_ctx_wants(const struct flit_ctx *ctx, const char *name);
+/* Does the context have any subscriber at all? */
+bool flit_ctx_wants_any(const struct flit_ctx *ctx);
+const struct flit_cfg_context *flit_ctx_cfg(const struct flit_ctx *ctx);
+/* Effective receiver settings for a topic (defaults if no subscriber). */
+void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
+		      struct flit_cfg_receiver *out);
+/* Receive-side counters a transport may bump from its poll thread. */
+struct flit_counters *flit_ctx_rx_counters(struct flit_ctx *ctx);
+
+uint64_t flit_realtime_now(void);
+uint64_t flit_monotonic_now(void);
+bool flit_topic_valid(const char *topic);
+
+#endif /* FLIT_CORE_H */

@@ -1,0 +1,625 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Context, publishers, subscribers, and delivery of frames to callbacks. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+
+#define POLL_DEFAULT_LIMIT 256
+
+static const struct flit_transport_ops *const transports[] = {
+	&flit_shm_ops,
+};
+#define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
+
+struct flit_ctx {
+	struct flit_cfg cfg;
+	struct flit_cfg_context ccfg;
+	struct flit_tp *tp[NTRANSPORTS];
+	flit_pub *pubs;
+	flit_sub *subs;
+	struct flit_rx_session *sessions;
+	struct flit_counters rx;        /* receive side, poll thread only */
+	struct flit_counters closed_tx; /* send counters of closed publishers */
+	int in_callback;
+};
+
+struct flit_pub {
+	flit_ctx *ctx;
+	const struct flit_transport_ops *ops;
+	struct flit_tsrc *src;
+	flit_pub *next;
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+struct flit_sub {
+	flit_ctx *ctx;
+	flit_msg_fn fn;
+	void *arg;
+	bool pattern;
+	struct flit_cfg_receiver cfg;
+	flit_sub *next;
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+uint64_t flit_realtime_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t flit_monotonic_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool flit_topic_valid(const char *topic)
+{
+	if (!topic || !*topic)
+		return false;
+	size_t n = strnlen(topic, FLIT_TOPIC_MAX + 1);
+	if (n > FLIT_TOPIC_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)topic[i] < 0x20 || topic[i] == 0x7f)
+			return false;
+	return true;
+}
+
+/* Check an options struct: NULL is fine; sz must cover `sz`, and bytes past
+ * what this library knows must be zero (a newer caller's unset fields). */
+static int opts_check(const void *opts, size_t known, const char *what)
+{
+	if (!opts)
+		return 0;
+	size_t sz = *(const size_t *)opts;
+	if (sz < sizeof(size_t))
+		return flit_err(EINVAL, "%s: sz %zu too small", what, sz);
+	for (size_t i = known; i < sz; i++)
+		if (((const unsigned char *)opts)[i])
+			return flit_err(EINVAL, "%s: unknown option set at byte %zu (library older than the caller)", what, i);
+	return 0;
+}
+
+/* Field of an options struct if the caller's struct has it, else 0/NULL. */
+#define OPT(opts, field, dflt)                                                 \
+	((opts) && (opts)->sz >= offsetof(__typeof__(*(opts)), field) +        \
+				   sizeof((opts)->field) ?                     \
+		 (opts)->field : (dflt))
+
+/* ---- context ------------------------------------------------------------ */
+
+flit_ctx *flit_ctx_new(const struct flit_ctx_opts *opts)
+{
+	flit_ctx *ctx;
+	const char *file, *extra;
+	int err;
+
+	if ((err = opts_check(opts, sizeof(*opts), "flit_ctx_opts")))
+		return flit_null(-err);
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return flit_err_null(ENOMEM, "context: out of memory");
+	flit_cfg_init(&ctx->cfg);
+
+	file = OPT(opts, config_file, NULL);
+	if (!file)
+		file = getenv("FLIT_CONFIG");
+	if (file && *file && (err = flit_cfg_load_file(&ctx->cfg, file)))
+		goto fail;
+	if ((err = flit_cfg_load_env(&ctx->cfg)))
+		goto fail;
+	extra = OPT(opts, config, NULL);
+	if (extra && (err = flit_cfg_load_string(&ctx->cfg, extra, "<context options>")))
+		goto fail;
+	if ((err = flit_cfg_context(&ctx->cfg, &ctx->ccfg)))
+		goto fail;
+	return ctx;
+fail:
+	flit_cfg_free(&ctx->cfg);
+	free(ctx);
+	errno = -err;
+	return NULL;
+}
+
+void flit_ctx_close(flit_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	while (ctx->subs)
+		flit_sub_close(ctx->subs);
+	while (ctx->pubs)
+		flit_pub_close(ctx->pubs);
+	for (unsigned i = 0; i < NTRANSPORTS; i++)
+		if (ctx->tp[i])
+			transports[i]->close(ctx->tp[i]);
+	/* transports end their sessions on close; free any left over */
+	while (ctx->sessions)
+		flit_rx_session_end(ctx->sessions, 0);
+	flit_cfg_free(&ctx->cfg);
+	free(ctx);
+}
+
+const struct flit_cfg_context *flit_ctx_cfg(const struct flit_ctx *ctx)
+{
+	return &ctx->ccfg;
+}
+
+struct flit_counters *flit_ctx_rx_counters(struct flit_ctx *ctx)
+{
+	return &ctx->rx;
+}
+
+static int transport_index(const char *name)
+{
+	for (unsigned i = 0; i < NTRANSPORTS; i++)
+		if (!strcmp(transports[i]->name, name))
+			return (int)i;
+	return -1;
+}
+
+static int ctx_tp(flit_ctx *ctx, unsigned i, struct flit_tp **out)
+{
+	if (!ctx->tp[i]) {
+		int err = transports[i]->open(ctx, &ctx->tp[i]);
+		if (err)
+			return flit_err_wrap(-err, "transport %s", transports[i]->name);
+	}
+	*out = ctx->tp[i];
+	return 0;
+}
+
+int flit_ctx_poll(flit_ctx *ctx, int limit)
+{
+	int total = 0;
+
+	if (FLIT_UNLIKELY(!ctx))
+		return flit_err(EINVAL, "flit_ctx_poll: NULL context");
+	if (limit <= 0)
+		limit = POLL_DEFAULT_LIMIT;
+	for (unsigned i = 0; i < NTRANSPORTS && total < limit; i++) {
+		if (!ctx->tp[i])
+			continue;
+		int n = transports[i]->poll(ctx->tp[i], limit - total,
+					    flit_rx_frame, ctx);
+		if (FLIT_UNLIKELY(n < 0))
+			return n;
+		total += n;
+	}
+	return total;
+}
+
+int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out)
+{
+	struct flit_counters c;
+
+	if (!ctx || !out || out->sz < sizeof(size_t))
+		return flit_err(EINVAL, "flit_ctx_counters: bad arguments");
+	c = ctx->rx;
+	c.msgs_sent += ctx->closed_tx.msgs_sent;
+	c.bytes_sent += ctx->closed_tx.bytes_sent;
+	c.frames_sent += ctx->closed_tx.frames_sent;
+	c.back_pressured += ctx->closed_tx.back_pressured;
+	c.readers_evicted += ctx->closed_tx.readers_evicted;
+	for (const flit_pub *p = ctx->pubs; p; p = p->next)
+		p->ops->src_counters(p->src, &c);
+	c.sz = out->sz < sizeof(c) ? out->sz : sizeof(c);
+	memcpy(out, &c, c.sz);
+	return 0;
+}
+
+/* ---- publishers --------------------------------------------------------- */
+
+flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
+		       const struct flit_pub_opts *opts)
+{
+	struct flit_cfg_source cfg;
+	const char *tname;
+	struct flit_tp *tp;
+	flit_pub *pub;
+	int err, ti;
+
+	if (!ctx)
+		return flit_err_null(EINVAL, "flit_pub_new: NULL context");
+	if (!flit_topic_valid(topic))
+		return flit_err_null(EINVAL, "flit_pub_new: invalid topic name (1..%d printable bytes)", FLIT_TOPIC_MAX);
+	if ((err = opts_check(opts, sizeof(*opts), "flit_pub_opts")))
+		return flit_null(-err);
+	if ((err = flit_cfg_source(&ctx->cfg, topic, OPT(opts, config, NULL), &cfg)))
+		return flit_null(-err);
+	tname = OPT(opts, transport, NULL);
+	if (!tname)
+		tname = cfg.transport;
+	ti = transport_index(tname);
+	if (ti < 0)
+		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm)", tname);
+	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
+		return flit_null(-err);
+
+	pub = calloc(1, sizeof(*pub));
+	if (!pub)
+		return flit_err_null(ENOMEM, "flit_pub_new: out of memory");
+	pub->ctx = ctx;
+	pub->ops = transports[ti];
+	strcpy(pub->topic, topic);
+	err = pub->ops->src_open(tp, topic, &cfg, &pub->src);
+	if (err) {
+		free(pub);
+		flit_err_wrap(-err, "publisher '%s'", topic);
+		return flit_null(-err);
+	}
+	pub->next = ctx->pubs;
+	ctx->pubs = pub;
+	return pub;
+}
+
+void flit_pub_close(flit_pub *pub)
+{
+	if (!pub)
+		return;
+	flit_ctx *ctx = pub->ctx;
+	pub->ops->src_counters(pub->src, &ctx->closed_tx);
+	pub->ops->src_close(pub->src);
+	for (flit_pub **pp = &ctx->pubs; *pp; pp = &(*pp)->next)
+		if (*pp == pub) {
+			*pp = pub->next;
+			break;
+		}
+	free(pub);
+}
+
+int flit_pub_send(flit_pub *pub, const void *data, size_t len)
+{
+	return pub->ops->send(pub->src, data, len);
+}
+
+int flit_pub_claim(flit_pub *pub, size_t len, void **buf)
+{
+	return pub->ops->claim(pub->src, len, buf);
+}
+
+int flit_pub_commit(flit_pub *pub, size_t len)
+{
+	return pub->ops->commit(pub->src, len);
+}
+
+int flit_pub_abort(flit_pub *pub)
+{
+	return pub->ops->abort(pub->src);
+}
+
+int flit_pub_flush(flit_pub *pub)
+{
+	return pub->ops->flush(pub->src);
+}
+
+size_t flit_pub_max_msg(const flit_pub *pub)
+{
+	return pub->ops->max_msg(pub->src);
+}
+
+uint64_t flit_pub_next_seq(const flit_pub *pub)
+{
+	return pub->ops->next_seq(pub->src);
+}
+
+const char *flit_pub_topic(const flit_pub *pub)
+{
+	return pub->topic;
+}
+
+int flit_pub_receivers(const flit_pub *pub)
+{
+	if (!pub->ops->receivers)
+		return -EOPNOTSUPP;
+	return pub->ops->receivers(pub->src);
+}
+
+/* ---- subscribers and sessions ------------------------------------------- */
+
+static bool sub_matches(const flit_sub *s, const char *name)
+{
+	if (s->pattern)
+		return fnmatch(s->topic, name, 0) == 0;
+	return strcmp(s->topic, name) == 0;
+}
+
+bool flit_ctx_wants(const struct flit_ctx *ctx, const char *name)
+{
+	for (const flit_sub *s = ctx->subs; s; s = s->next)
+		if (sub_matches(s, name))
+			return true;
+	return false;
+}
+
+bool flit_ctx_wants_any(const struct flit_ctx *ctx)
+{
+	return ctx->subs != NULL;
+}
+
+void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
+		      struct flit_cfg_receiver *out)
+{
+	for (const flit_sub *s = ctx->subs; s; s = s->next)
+		if (sub_matches(s, topic)) {
+			*out = s->cfg;
+			return;
+		}
+	flit_cfg_receiver(&ctx->cfg, topic, NULL, out);
+}
+
+static void deliver_event(struct flit_rx_session *rs, flit_sub *s,
+			  const char *topic, enum flit_msg_kind kind,
+			  uint32_t flags, uint64_t seq, uint64_t lost)
+{
+	struct flit_msg m = {
+		.kind = kind,
+		.flags = flags,
+		.topic = topic,
+		.seq = seq,
+		.lost = lost,
+		.session_id = rs->session_id,
+		.source = rs->source,
+	};
+	rs->ctx->in_callback++;
+	s->fn(s, &m, s->arg);
+	rs->ctx->in_callback--;
+}
+
+/* Recompute which subscribers receive topic t of session rs; BOS to the new
+ * ones.  Returns the number of subscribers. */
+static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
+{
+	flit_ctx *ctx = rs->ctx;
+	unsigned n = 0, old = t->nsubs;
+	flit_sub **subs, **prev = t->subs;
+
+	for (flit_sub *s = ctx->subs; s; s = s->next)
+		n += sub_matches(s, t->name);
+	subs = n ? calloc(n, sizeof(*subs)) : NULL;
+	if (n && !subs)
+		return flit_err(ENOMEM, "session: out of memory");
+	n = 0;
+	for (flit_sub *s = ctx->subs; s; s = s->next)
+		if (sub_matches(s, t->name))
+			subs[n++] = s;
+	t->subs = subs;
+	t->nsubs = n;
+	for (unsigned i = 0; i < n; i++) {
+		bool known = false;
+		for (unsigned j = 0; j < old && !known; j++)
+			known = prev[j] == subs[i];
+		if (subs[i]->cfg.timestamps)
+			rs->rcv_ts = true;
+		if (!known)
+			deliver_event(rs, subs[i], t->name, FLIT_MSG_BOS, 0,
+				      rs->next_seq, 0);
+	}
+	free(prev);
+	return (int)n;
+}
+
+struct flit_rx_session *flit_rx_session_new(struct flit_ctx *ctx,
+					    uint32_t session_id,
+					    const char *source)
+{
+	struct flit_rx_session *rs = calloc(1, sizeof(*rs));
+
+	if (!rs)
+		return flit_err_null(ENOMEM, "session: out of memory");
+	rs->ctx = ctx;
+	rs->session_id = session_id;
+	snprintf(rs->source, sizeof(rs->source), "%s", source);
+	rs->next = ctx->sessions;
+	ctx->sessions = rs;
+	ctx->rx.sources_joined++;
+	return rs;
+}
+
+int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
+			  const char *name)
+{
+	if (idx >= rs->ntopics) {
+		struct flit_rx_topic *t = realloc(rs->topics, (idx + 1) * sizeof(*t));
+		if (!t)
+			return flit_err(ENOMEM, "session: out of memory");
+		memset(t + rs->ntopics, 0, (idx + 1 - rs->ntopics) * sizeof(*t));
+		rs->topics = t;
+		rs->ntopics = idx + 1;
+	}
+	struct flit_rx_topic *t = &rs->topics[idx];
+	if (!t->name || strcmp(t->name, name)) {
+		free(t->name);
+		free(t->subs);
+		t->subs = NULL;
+		t->nsubs = 0;
+		t->name = strdup(name);
+		if (!t->name)
+			return flit_err(ENOMEM, "session: out of memory");
+	}
+	return topic_bind(rs, t);
+}
+
+void flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
+{
+	flit_ctx *ctx = rs->ctx;
+
+	for (uint32_t i = 0; i < rs->ntopics; i++) {
+		struct flit_rx_topic *t = &rs->topics[i];
+		for (unsigned j = 0; j < t->nsubs; j++)
+			deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS,
+				      flags, rs->next_seq, 0);
+		free(t->subs);
+		free(t->name);
+	}
+	free(rs->topics);
+	for (struct flit_rx_session **pp = &ctx->sessions; *pp; pp = &(*pp)->next)
+		if (*pp == rs) {
+			*pp = rs->next;
+			break;
+		}
+	ctx->rx.sources_left++;
+	free(rs);
+}
+
+int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
+{
+	int events = 0;
+
+	rs->ctx->rx.msgs_lost += n;
+	rs->ctx->rx.loss_events++;
+	for (uint32_t i = 0; i < rs->ntopics; i++) {
+		struct flit_rx_topic *t = &rs->topics[i];
+		for (unsigned j = 0; j < t->nsubs; j++, events++)
+			deliver_event(rs, t->subs[j], t->name, FLIT_MSG_LOSS, 0,
+				      first, n);
+	}
+	return events;
+}
+
+int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
+		  size_t len)
+{
+	flit_ctx *ctx = arg;
+	struct flit_frame_hdr h;
+	struct flit_frame_iter it;
+	struct flit_wmsg w;
+	enum flit_frame_err fe;
+	int delivered = 0;
+
+	fe = flit_frame_validate(frame, len, &h);
+	if (FLIT_UNLIKELY(fe != FLIT_FE_OK || h.session_id != rs->session_id)) {
+		ctx->rx.malformed++;
+		flit_debug("%s: frame dropped: %s", rs->source,
+			   fe ? flit_frame_strerr(fe) : "session id mismatch");
+		return -EBADMSG;
+	}
+	ctx->rx.frames_received++;
+	if (FLIT_UNLIKELY(!rs->started)) {
+		rs->started = true;
+		rs->next_seq = h.seq;
+	} else if (FLIT_UNLIKELY(h.seq > rs->next_seq)) {
+		delivered += flit_rx_session_loss(rs, rs->next_seq, h.seq - rs->next_seq);
+		rs->next_seq = h.seq;
+	}
+
+	struct flit_msg m = {
+		.kind = FLIT_MSG_DATA,
+		.session_id = rs->session_id,
+		.source = rs->source,
+	};
+	if (rs->rcv_ts) {
+		m.recv_ts_ns = flit_realtime_now();
+		m.flags |= FLIT_MSGF_RECV_TS;
+	}
+	if (h.flags & FLIT_FF_TS)
+		m.flags |= FLIT_MSGF_SEND_TS;
+
+	flit_frame_iter_init(&it, frame, &h);
+	ctx->in_callback++;
+	while (flit_frame_iter_next(&it, &w)) {
+		if (FLIT_UNLIKELY(w.seq < rs->next_seq)) {
+			ctx->rx.duplicates++;
+			continue;
+		}
+		rs->next_seq = w.seq + 1;
+		if (FLIT_UNLIKELY(w.topic >= rs->ntopics)) {
+			ctx->rx.malformed++;
+			continue;
+		}
+		struct flit_rx_topic *t = &rs->topics[w.topic];
+		m.data = w.data;
+		m.len = w.len;
+		m.seq = w.seq;
+		m.send_ts_ns = w.ts;
+		m.topic = t->name;
+		for (unsigned i = 0; i < t->nsubs; i++)
+			t->subs[i]->fn(t->subs[i], &m, t->subs[i]->arg);
+		if (t->nsubs) {
+			ctx->rx.msgs_received++;
+			ctx->rx.bytes_received += w.len;
+			delivered++;
+		}
+	}
+	ctx->in_callback--;
+	return delivered;
+}
+
+static int subs_changed(flit_ctx *ctx)
+{
+	int err = 0;
+
+	for (struct flit_rx_session *rs = ctx->sessions; rs; rs = rs->next) {
+		rs->rcv_ts = false;
+		for (uint32_t i = 0; i < rs->ntopics; i++)
+			if (rs->topics[i].name)
+				topic_bind(rs, &rs->topics[i]);
+	}
+	for (unsigned i = 0; i < NTRANSPORTS; i++) {
+		struct flit_tp *tp;
+		int e = ctx_tp(ctx, i, &tp);
+		if (!e)
+			e = transports[i]->subs_changed(tp);
+		if (e && !err)
+			err = e;
+	}
+	return err;
+}
+
+flit_sub *flit_sub_new(flit_ctx *ctx, const char *topic,
+		       const struct flit_sub_opts *opts)
+{
+	flit_sub *sub;
+	int err;
+
+	if (!ctx)
+		return flit_err_null(EINVAL, "flit_sub_new: NULL context");
+	if (!flit_topic_valid(topic))
+		return flit_err_null(EINVAL, "flit_sub_new: invalid topic name (1..%d printable bytes)", FLIT_TOPIC_MAX);
+	if ((err = opts_check(opts, sizeof(*opts), "flit_sub_opts")))
+		return flit_null(-err);
+	if (!OPT(opts, on_msg, NULL))
+		return flit_err_null(EINVAL, "flit_sub_new: opts.on_msg callback is required");
+	sub = calloc(1, sizeof(*sub));
+	if (!sub)
+		return flit_err_null(ENOMEM, "flit_sub_new: out of memory");
+	sub->ctx = ctx;
+	sub->fn = opts->on_msg;
+	sub->arg = OPT(opts, arg, NULL);
+	sub->pattern = OPT(opts, pattern, false);
+	strcpy(sub->topic, topic);
+	err = flit_cfg_receiver(&ctx->cfg, sub->pattern ? NULL : topic,
+				OPT(opts, config, NULL), &sub->cfg);
+	if (err) {
+		free(sub);
+		flit_err_wrap(-err, "subscriber '%s'", topic);
+		return flit_null(-err);
+	}
+	sub->next = ctx->subs;
+	ctx->subs = sub;
+	/* discovery problems (a corrupted ring, say) are logged by the
+	 * transport; they do not stop the subscription */
+	subs_changed(ctx);
+	return sub;
+}
+
+void flit_sub_close(flit_sub *sub)
+{
+	if (!sub)
+		return;
+	flit_ctx *ctx = sub->ctx;
+	for (flit_sub **pp = &ctx->subs; *pp; pp = &(*pp)->next)
+		if (*pp == sub) {
+			*pp = sub->next;
+			break;
+		}
+	subs_changed(ctx);
+	free(sub);
+}
