@@ -141,7 +141,7 @@ static void small_ring_wraps_and_back_pressures_without_loss(void **state)
 static void two_processes_one_million_messages_paced(void **state)
 {
 	const uint64_t count = 1000000;
-	pid_t pid = fork();
+	pid_t pid = tl_fork();
 
 	assert_true(pid >= 0);
 	if (pid == 0) {

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include <flit/flit.h>
 
 static char tl_dir[256];
+static pid_t tl_owner;
 
 static int tl_rm(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
@@ -25,17 +28,34 @@ static int tl_rm(const char *p, const struct stat *st, int flag, struct FTW *f)
 /* A fresh shm directory for this test process, removed at exit. */
 static void tl_cleanup(void)
 {
-	if (tl_dir[0])
+	if (tl_dir[0] && getpid() == tl_owner)
 		nftw(tl_dir, tl_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Set up before main(), so forked children share the parent's directory. */
+__attribute__((constructor)) static void tl_init(void)
+{
+	tl_owner = getpid();
+	snprintf(tl_dir, sizeof(tl_dir), "/dev/shm/flit-test-%d", (int)tl_owner);
+	atexit(tl_cleanup);
 }
 
 static inline const char *tl_shm_dir(void)
 {
-	if (!tl_dir[0]) {
-		snprintf(tl_dir, sizeof(tl_dir), "/dev/shm/flit-test-%d", (int)getpid());
-		atexit(tl_cleanup);
-	}
 	return tl_dir;
+}
+
+/* fork() whose child is killed when the test process dies (a failed
+ * assertion must not leave a child holding the test's output open). */
+static inline pid_t tl_fork(void)
+{
+	pid_t parent = getpid(), pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(99);
+	}
+	return pid;
 }
 
 static inline uint64_t tl_now_ms(void)

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The tools' command lines: --help exits 0; every misuse (unknown option,
+# missing argument, bad size, bad transport, bad cpu list, missing operand)
+# exits 2 with the usage on stderr; flit-pub -> flit-sub carries one message
+# over shm; flit-pong, flit-floor and flit-thru emit JSON with the required
+# keys.  Uses the binaries in $FLIT_TOOLS_DIR (set by tests/run-tests.sh).
+# Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
+set -u
+D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
+TOOLS="flit-floor flit-pong flit-thru flit-pub flit-sub"
+for t in $TOOLS; do
+  [ -x "$D/$t" ] || { echo "SKIP: $D/$t not built (make tools)"; exit 77; }
+done
+tmp=$(mktemp -d /tmp/flit-test-cli.XXXXXX)
+bg=
+cleanup() { [ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect RC TOOL ARGS...: run with a timeout, check the exit status; for
+# status 2 the usage must be on stderr.
+expect() {
+  local want=$1 tool=$2; shift 2
+  timeout 30 "$D/$tool" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$tool $* exited $rc, expected $want"; sed 's/^/    | /' "$tmp/err" | head -5
+    return 1
+  fi
+  if [ "$want" -eq 2 ] && ! grep -q '^Usage: ' "$tmp/err"; then
+    fail "$tool $*: no usage on stderr"; return 1
+  fi
+  echo "ok: $tool $* -> $rc"
+}
+
+# ---- --help ----------------------------------------------------------------
+for t in $TOOLS; do
+  expect 0 "$t" --help && { grep -q '^Usage: ' "$tmp/out" || fail "$t --help: no usage on stdout"; }
+done
+
+# ---- misuse ----------------------------------------------------------------
+for t in $TOOLS; do
+  expect 2 "$t" --no-such-option
+  expect 2 "$t" -Q
+done
+# missing argument
+expect 2 flit-floor -n
+expect 2 flit-pong --count
+expect 2 flit-thru -s
+expect 2 flit-pub topic msg --wait-receivers
+expect 2 flit-sub topic --timeout
+# missing operand / extra operand
+expect 2 flit-pub
+expect 2 flit-pub topic
+expect 2 flit-sub
+expect 2 flit-floor extra
+expect 2 flit-pong extra
+# bad numbers and sizes
+expect 2 flit-floor -n 0
+expect 2 flit-floor -n 12x
+expect 2 flit-pong -s 0
+expect 2 flit-pong -s 4
+expect 2 flit-pong -s abc
+expect 2 flit-pong -s -16
+expect 2 flit-thru -s 3
+expect 2 flit-thru -s 99G
+expect 2 flit-thru -n 10 -d 1
+expect 2 flit-sub -n nope topic
+# bad transport
+expect 2 flit-pong -t nosuch
+expect 2 flit-thru -t tcp
+expect 2 flit-pub -t bogus topic msg
+expect 2 flit-sub -t '' topic
+# bad cpu lists
+expect 2 flit-floor --cpus 0,x
+expect 2 flit-floor --cpus 0
+expect 2 flit-floor --cpus 0,99999
+expect 2 flit-floor --cpus 0,0
+expect 2 flit-pong --cpus a
+expect 2 flit-pong --cpus 1-0
+expect 2 flit-thru --cpus 0-
+expect 2 flit-thru --cpus ,
+# bad enumerations
+expect 2 flit-pong --mode sideways
+expect 2 flit-pong --role both
+expect 2 flit-floor --lines 3
+
+# ---- pub -> sub over shm ---------------------------------------------------
+if [ ! -w /dev/shm ]; then
+  echo "SKIP: /dev/shm not writable"; exit 77
+fi
+topic="flit-test-cli.$$"
+timeout 20 "$D/flit-sub" -t shm --count 1 --timeout 5 "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
+bg=$!
+if ! timeout 20 "$D/flit-pub" -t shm --wait-receivers 1 --timeout 5 "$topic" 'hello "cli"' 2>"$tmp/pub.err"; then
+  fail "flit-pub exited $?"; sed 's/^/    | /' "$tmp/pub.err"
+fi
+wait "$bg"; rc=$?; bg=
+if [ "$rc" -ne 0 ]; then
+  fail "flit-sub exited $rc"; sed 's/^/    | /' "$tmp/sub.err"
+elif ! grep -q "^$topic seq=0 source=shm:.* len=11 \"hello \\\\\"cli\\\\\"\"\$" "$tmp/sub.out"; then
+  fail "flit-sub printed something else:"; sed 's/^/    | /' "$tmp/sub.out"
+else
+  echo "ok: flit-pub -> flit-sub: $(grep seq= "$tmp/sub.out")"
+fi
+
+# Pattern subscription, JSON output, timeout before --count: exit 1.
+timeout 20 "$D/flit-sub" --json --count 2 --timeout 5 "flit-test-cli.$$.*" >"$tmp/sub.out" 2>"$tmp/sub.err" &
+bg=$!
+timeout 20 "$D/flit-pub" --wait-receivers 1 --timeout 5 "flit-test-cli.$$.a" one 2>"$tmp/pub.err" || fail "flit-pub (pattern) exited $?"
+wait "$bg"; rc=$?; bg=
+[ "$rc" -eq 1 ] || fail "flit-sub --count 2 with one message exited $rc, expected 1 (timeout)"
+grep -q '"kind":"data".*"payload":"one"' "$tmp/sub.out" || { fail "pattern subscription: no JSON data line"; sed 's/^/    | /' "$tmp/sub.out"; }
+
+# ---- JSON results ----------------------------------------------------------
+KEYS="tool transport size count min_ns avg_ns p50_ns p99_ns p999_ns max_ns stddev_ns clock mode"
+check_json() {  # FILE KEY...: one JSON object per line, each with the keys
+  local file=$1; shift
+  if command -v python3 >/dev/null 2>&1; then
+    python3 - "$file" "$@" <<'EOF' || return 1
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+assert lines, "no output"
+for l in lines:
+    o = json.loads(l)
+    missing = [k for k in sys.argv[2:] if k not in o]
+    assert not missing, f"missing keys {missing} in {l}"
+EOF
+  else
+    local k
+    for k in "$@"; do grep -q "\"$k\":" "$file" || { echo "missing key $k"; return 1; }; done
+  fi
+}
+
+if [ "$(nproc)" -lt 2 ]; then
+  echo "note: one CPU: the pinned ping-pong runs are left out"
+else
+  if timeout 60 "$D/flit-pong" -t shm -n 2000 --json >"$tmp/pong.json" 2>"$tmp/pong.err"; then
+    check_json "$tmp/pong.json" $KEYS && echo "ok: flit-pong JSON: $(cat "$tmp/pong.json")" ||
+      { fail "flit-pong JSON"; cat "$tmp/pong.json"; }
+  else
+    fail "flit-pong -n 2000 exited $?"; sed 's/^/    | /' "$tmp/pong.err"
+  fi
+  if timeout 60 "$D/flit-floor" -n 2000 -w 100 --json >"$tmp/floor.json" 2>"$tmp/floor.err"; then
+    check_json "$tmp/floor.json" tool size count min_ns p50_ns p999_ns clock mode ||
+      { fail "flit-floor JSON"; cat "$tmp/floor.json"; }
+  else
+    fail "flit-floor exited $?"; sed 's/^/    | /' "$tmp/floor.err"
+  fi
+fi
+if timeout 60 "$D/flit-thru" -t shm -n 100000 --json >"$tmp/thru.json" 2>"$tmp/thru.err"; then
+  check_json "$tmp/thru.json" tool transport size count msgs_per_sec clock mode side ||
+    { fail "flit-thru JSON"; cat "$tmp/thru.json"; }
+  grep '"side":"receiver"' "$tmp/thru.json" | grep -q '"gaps":0,"dupes":0' || fail "flit-thru: sequence errors"
+else
+  fail "flit-thru -n 100000 exited $?"; sed 's/^/    | /' "$tmp/thru.err"
+fi
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]

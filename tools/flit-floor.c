@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * flit-floor: the core-to-core floor of any shared-memory transport.
+ *
+ * Two threads pinned to two CPUs bounce a cache line: A writes a value, B
+ * spins until it sees it and writes the answer, A spins until it sees the
+ * answer.  One round trip moves the line A->B->A, so RTT/2 is the one-way
+ * cost a shm transport cannot beat on this pair of CPUs.  Timing is taken by
+ * A only, with the same fenced TSC reads flit-pong uses, so the two tools'
+ * figures compare directly.
+ *
+ * Mode "single-line" (default): both directions flip the same 64-byte line
+ * (odd values A->B, even values B->A).  Mode "two-lines": each direction has
+ * its own line, so every transfer is a read of a line the peer wrote last.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const char usage[] =
+"Usage: flit-floor [options]\n"
+"Core-to-core cache-line ping-pong between two pinned threads: the latency\n"
+"floor of shared-memory messaging.  Reports RTT/2 in ns.\n"
+"\n"
+"  -n, --count N      measured round trips (default 1000000; suffixes k M)\n"
+"  -w, --warmup N     unmeasured round trips first (default 100000)\n"
+"  -c, --cpus A,B     CPUs of the two threads (default: the first two allowed)\n"
+"  -l, --lines 1|2    one shared line (default) or one line per direction\n"
+"  -T, --timeout S    give up if one round trip takes longer (default 5)\n"
+"  -j, --json         one JSON object on stdout (header to stderr)\n"
+"  -H, --hist         print a log2 histogram of the samples\n"
+"  -h, --help         this text\n"
+"\n"
+"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
+
+struct line {
+	_Alignas(64) _Atomic uint64_t v;
+	char pad[64 - sizeof(uint64_t)];
+};
+
+/* Shared by the two threads.  The lines come first, each on its own cache
+ * line; the read-only setup and the control flags after them, apart. */
+struct floor_run {
+	struct line a;                  /* A -> B, and B -> A with one line */
+	struct line b;                  /* B -> A with two lines */
+	_Alignas(64) uint64_t total;    /* warm-up + measured round trips */
+	bool two_lines;
+	int cpu_b;
+	uint64_t timeout_ticks;
+	const struct tool_clock *clk;
+	_Alignas(64) _Atomic int b_state;   /* 0 starting, 1 ready, 2 done, <0 -errno */
+	_Atomic bool abort;
+};
+
+/* Spins between clock checks in the wait loops: rare enough to cost
+ * nothing, frequent enough (~1 ms) to notice a stall. */
+#define CHECK_EVERY 0xffffu
+
+static void *thread_b(void *arg)
+{
+	struct floor_run *r = arg;
+	_Atomic uint64_t *in = &r->a.v;
+	_Atomic uint64_t *out = r->two_lines ? &r->b.v : &r->a.v;
+	int rc = tool_pin_cpu(r->cpu_b);
+
+	if (rc) {
+		atomic_store(&r->b_state, rc);
+		return NULL;
+	}
+	atomic_store(&r->b_state, 1);
+	for (uint64_t i = 0; i < r->total; i++) {
+		uint64_t want = r->two_lines ? i + 1 : 2 * i + 1;
+		uint64_t reply = r->two_lines ? i + 1 : 2 * i + 2;
+		uint64_t spins = 0;
+
+		while (atomic_load_explicit(in, memory_order_acquire) != want) {
+			if ((++spins & CHECK_EVERY) == 0 &&
+			    atomic_load_explicit(&r->abort, memory_order_relaxed)) {
+				atomic_store(&r->b_state, -ECANCELED);
+				return NULL;
+			}
+		}
+		atomic_store_explicit(out, reply, memory_order_release);
+	}
+	atomic_store(&r->b_state, 2);
+	return NULL;
+}
+
+/* Thread A: the timed side.  Returns 0 or -ETIMEDOUT. */
+static int run_a(struct floor_run *r, uint64_t warmup, uint64_t *samples)
+{
+	_Atomic uint64_t *out = &r->a.v;
+	_Atomic uint64_t *in = r->two_lines ? &r->b.v : &r->a.v;
+	const struct tool_clock *clk = r->clk;
+
+	for (uint64_t i = 0; i < r->total; i++) {
+		uint64_t val = r->two_lines ? i + 1 : 2 * i + 1;
+		uint64_t want = r->two_lines ? i + 1 : 2 * i + 2;
+		uint64_t spins = 0, t0, t1;
+
+		t0 = tool_now(clk);
+		atomic_store_explicit(out, val, memory_order_release);
+		while (atomic_load_explicit(in, memory_order_acquire) != want) {
+			if ((++spins & CHECK_EVERY) == 0 &&
+			    tool_now(clk) - t0 > r->timeout_ticks)
+				return -ETIMEDOUT;
+		}
+		t1 = tool_now(clk);
+		if (i >= warmup)
+			samples[i - warmup] = t1 - t0;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "count",   required_argument, NULL, 'n' },
+		{ "warmup",  required_argument, NULL, 'w' },
+		{ "cpus",    required_argument, NULL, 'c' },
+		{ "lines",   required_argument, NULL, 'l' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "json",    no_argument,       NULL, 'j' },
+		{ "hist",    no_argument,       NULL, 'H' },
+		{ "help",    no_argument,       NULL, 'h' },
+		{ 0 }
+	};
+	uint64_t count = 1000000, warmup = 100000;
+	double timeout_s = 5;
+	bool json = false, hist = false, two_lines = false, cpus_set = false;
+	int cpus[2], opt, rc, b_state;
+	char cpustr[64], mode[96], clkdesc[128];
+	struct tool_clock clk;
+	struct floor_run *r;
+	struct tool_stats st;
+	struct tool_result res;
+	uint64_t *samples;
+	pthread_t tb;
+	FILE *hdr;
+
+	tool_init("flit-floor", usage);
+	while ((opt = getopt_long(argc, argv, ":n:w:c:l:T:jHh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'n': count = tool_parse_count("count", optarg, 1, 1000000000); break;
+		case 'w': warmup = tool_parse_count("warmup", optarg, 0, 1000000000); break;
+		case 'c':
+			if (tool_parse_cpus(optarg, cpus, 2) != 2)
+				tool_usage_exit("bad cpu list '%s': needs two CPUs", optarg);
+			if (cpus[0] == cpus[1])
+				tool_usage_exit("bad cpu list '%s': the CPUs must differ "
+						"(spinning threads sharing a CPU wait for "
+						"the scheduler)", optarg);
+			cpus_set = true;
+			break;
+		case 'l':
+			if (!strcmp(optarg, "1"))
+				two_lines = false;
+			else if (!strcmp(optarg, "2"))
+				two_lines = true;
+			else
+				tool_usage_exit("bad lines '%s': 1 or 2", optarg);
+			break;
+		case 'T': timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 3600); break;
+		case 'j': json = true; break;
+		case 'H': hist = true; break;
+		case 'h': tool_help_exit();
+		default: tool_getopt_error(opt, argv);
+		}
+	}
+	if (optind < argc)
+		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (!cpus_set && tool_default_cpus(cpus, 2) < 2)
+		tool_fail("needs two CPUs; this process may use only one");
+
+	hdr = json ? stderr : stdout;
+	tool_clock_init(&clk);
+
+	r = aligned_alloc(64, sizeof(*r));
+	samples = malloc(count * sizeof(*samples));
+	if (!r || !samples)
+		tool_fail("out of memory for %llu samples", (unsigned long long)count);
+	memset(r, 0, sizeof(*r));
+	/* Touch every sample page now: no page fault inside the timed loop. */
+	memset(samples, 0, count * sizeof(*samples));
+	r->total = warmup + count;
+	r->two_lines = two_lines;
+	r->cpu_b = cpus[1];
+	r->clk = &clk;
+	r->timeout_ticks = tool_ticks(&clk, timeout_s * 1e9);
+
+	rc = tool_pin_cpu(cpus[0]);
+	if (rc)
+		tool_fail("pinning to CPU %d: %s", cpus[0], strerror(-rc));
+	rc = pthread_create(&tb, NULL, thread_b, r);
+	if (rc)
+		tool_fail("creating the second thread: %s", strerror(rc));
+	/* Wait for B to be pinned and spinning (bounded). */
+	{
+		uint64_t t0 = tool_now(&clk);
+		while ((b_state = atomic_load(&r->b_state)) == 0) {
+			if (tool_now(&clk) - t0 > r->timeout_ticks)
+				break;
+			sched_yield();
+		}
+	}
+	if (b_state == 1)
+		rc = run_a(r, warmup, samples);
+	else
+		rc = b_state < 0 ? b_state : -ETIMEDOUT;
+	atomic_store(&r->abort, true);
+	pthread_join(tb, NULL);
+	if (b_state < 0)
+		tool_fail("second thread: pinning to CPU %d: %s", cpus[1], strerror(-b_state));
+	if (rc)
+		tool_fail("no answer from CPU %d within %g s (%s)", cpus[1], timeout_s,
+			  b_state == 1 ? "round trip stalled" : "thread did not start");
+
+	tool_cpus_str(cpus, 2, cpustr, sizeof(cpustr));
+	snprintf(mode, sizeof(mode), "%s,spin,pinned=%s",
+		 two_lines ? "two-lines" : "single-line", cpustr);
+	tool_header(hdr, "cache-line ping-pong, %s, threads pinned to CPUs %s; "
+		    "RTT/2 in ns; clock %s", two_lines ? "one line per direction" :
+		    "one shared line", cpustr, tool_clock_desc(&clk, clkdesc, sizeof(clkdesc)));
+
+	tool_stats_compute(samples, count, clk.tsc.ns_per_tick / 2, &st);
+	tool_result_init(&res, "flit-floor");
+	res.label = "floor";
+	res.size = 64;
+	res.count = (int64_t)count;
+	res.lat = &st;
+	res.clock = clk.name;
+	res.mode = mode;
+	if (json) {
+		tool_json_print(stdout, &res);
+	} else {
+		tool_lat_header(stdout);
+		tool_lat_row(stdout, &res);
+	}
+	if (hist)
+		tool_hist_print(hdr, samples, count, clk.tsc.ns_per_tick / 2);
+	free(samples);
+	free(r);
+	return 0;
+}

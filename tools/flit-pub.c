@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * flit-pub: publish a few messages from the command line (in the manner of
+ * mosquitto_pub): each MESSAGE argument, or each line of a file or of stdin,
+ * is one message.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const char usage[] =
+"Usage: flit-pub [-t TRANSPORT] [options] TOPIC [MESSAGE...]\n"
+"       flit-pub [-t TRANSPORT] [options] --file F TOPIC\n"
+"Publish each MESSAGE (or each line of F; '-' reads stdin) as one message.\n"
+"\n"
+"  -t, --transport T        shm (default), udp, xdp, rdma\n"
+"  -f, --file F             read messages from F, one per line ('-': stdin)\n"
+"  -w, --wait-receivers N   first wait until the source has N receivers\n"
+"  -l, --linger MS          keep the source open MS ms after the last message\n"
+"                           so receivers can read it (default 100)\n"
+"  -T, --timeout S          bound on --wait-receivers and on back-pressure\n"
+"                           (default 5)\n"
+"  -S, --timestamps         stamp messages with their send time\n"
+"  -C, --config TEXT        extra source config, \"key = value\" (repeatable)\n"
+"  -v, --verbose            say what was sent; library messages (-vv: debug)\n"
+"  -h, --help               this text\n"
+"\n"
+"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
+
+struct options {
+	const char *transport;
+	const char *topic;
+	const char *file;
+	char **msgs;
+	int nmsgs;
+	int wait_receivers;
+	unsigned linger_ms;
+	double timeout_s;
+	bool timestamps;
+	char config[1024];
+	int verbose;
+};
+
+/* The library objects, closed on every exit (no ring file left behind). */
+struct run {
+	const struct options *o;
+	flit_ctx *ctx;
+	flit_pub *pub;
+};
+
+static noreturn TOOL_FMT(2, 3) void run_fail(struct run *r, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	flit_pub_close(r->pub);
+	flit_ctx_close(r->ctx);
+	tool_fail("%s", msg);
+}
+
+/* Send one message; while back-pressured, poll and retry up to the timeout. */
+static void send_one(struct run *r, const char *data, size_t len)
+{
+	const struct options *o = r->o;
+	uint64_t deadline = flit_monotonic_raw_ns() + (uint64_t)(o->timeout_s * 1e9);
+	int rc;
+
+	while ((rc = flit_pub_send(r->pub, data, len)) != FLIT_OK) {
+		if (rc < 0)
+			run_fail(r, "sending a %zu-byte message: %s", len, flit_errmsg());
+		if (flit_monotonic_raw_ns() > deadline)
+			run_fail(r, "sending: %s for %g s", flit_strstatus(rc), o->timeout_s);
+		flit_ctx_poll(r->ctx, 0);
+		tool_sleep_us(100);
+	}
+}
+
+static uint64_t send_file(struct run *r)
+{
+	const struct options *o = r->o;
+	FILE *f = strcmp(o->file, "-") ? fopen(o->file, "re") : stdin;
+	char *line = NULL;
+	size_t cap = 0;
+	uint64_t n = 0;
+	ssize_t len;
+
+	if (!f)
+		run_fail(r, "%s: %s", o->file, strerror(errno));
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		if (len > 0 && line[len - 1] == '\n')
+			line[--len] = '\0';
+		send_one(r, line, (size_t)len);
+		n++;
+	}
+	if (ferror(f))
+		run_fail(r, "reading %s: %s", o->file, strerror(errno));
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return n;
+}
+
+static void parse(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "transport",      required_argument, NULL, 't' },
+		{ "file",           required_argument, NULL, 'f' },
+		{ "wait-receivers", required_argument, NULL, 'w' },
+		{ "linger",         required_argument, NULL, 'l' },
+		{ "timeout",        required_argument, NULL, 'T' },
+		{ "timestamps",     no_argument,       NULL, 'S' },
+		{ "config",         required_argument, NULL, 'C' },
+		{ "verbose",        no_argument,       NULL, 'v' },
+		{ "help",           no_argument,       NULL, 'h' },
+		{ 0 }
+	};
+	size_t off = 0;
+	int opt;
+
+	*o = (struct options){ .transport = "shm", .linger_ms = 100, .timeout_s = 5 };
+	/* '+' would stop at the first non-option; we allow options anywhere. */
+	while ((opt = getopt_long(argc, argv, ":t:f:w:l:T:SC:vh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 't': o->transport = tool_parse_transport(optarg); break;
+		case 'f': o->file = optarg; break;
+		case 'w': o->wait_receivers = (int)tool_parse_count("receiver count", optarg, 0, 1 << 20); break;
+		case 'l': o->linger_ms = (unsigned)tool_parse_count("linger", optarg, 0, 3600000); break;
+		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400); break;
+		case 'S': o->timestamps = true; break;
+		case 'C': {
+			int w = snprintf(o->config + off, sizeof(o->config) - off, "%s\n", optarg);
+			if (w < 0 || (size_t)w >= sizeof(o->config) - off)
+				tool_usage_exit("--config: too much text");
+			off += (size_t)w;
+			break;
+		}
+		case 'v': o->verbose++; break;
+		case 'h': tool_help_exit();
+		default: tool_getopt_error(opt, argv);
+		}
+	}
+	if (optind >= argc)
+		tool_usage_exit("missing TOPIC");
+	o->topic = argv[optind++];
+	if (!*o->topic || strlen(o->topic) > FLIT_TOPIC_MAX)
+		tool_usage_exit("bad topic: 1..%d bytes", FLIT_TOPIC_MAX);
+	if (strpbrk(o->topic, "*?["))
+		tool_usage_exit("bad topic '%s': patterns are for subscribers", o->topic);
+	o->msgs = argv + optind;
+	o->nmsgs = argc - optind;
+	if (o->file && o->nmsgs)
+		tool_usage_exit("give MESSAGE arguments or --file, not both");
+	if (!o->file && !o->nmsgs)
+		tool_usage_exit("nothing to send: give MESSAGE arguments or --file");
+	if (o->timestamps) {
+		int w = snprintf(o->config + off, sizeof(o->config) - off, "timestamps = true\n");
+		if (w < 0 || (size_t)w >= sizeof(o->config) - off)
+			tool_usage_exit("--config: too much text");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct run r = { .o = &o };
+	uint64_t sent = 0, deadline;
+	int rc;
+
+	tool_init("flit-pub", usage);
+	parse(argc, argv, &o);
+	tool_set_verbose(o.verbose);
+
+	FLIT_OPTS(flit_ctx_opts, copts);
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o.transport,
+		  .config = *o.config ? o.config : NULL);
+	r.ctx = flit_ctx_new(&copts);
+	if (!r.ctx)
+		run_fail(&r, "creating the context: %s", flit_errmsg());
+	r.pub = flit_pub_new(r.ctx, o.topic, &popts);
+	if (!r.pub)
+		run_fail(&r, "publishing '%s' on %s: %s", o.topic, o.transport, flit_errmsg());
+
+	if (o.wait_receivers > 0) {
+		deadline = flit_monotonic_raw_ns() + (uint64_t)(o.timeout_s * 1e9);
+		while ((rc = flit_pub_receivers(r.pub)) < o.wait_receivers) {
+			if (rc < 0)
+				run_fail(&r, "counting receivers: %s", rc == -EOPNOTSUPP ?
+					 "the transport cannot tell" : flit_errmsg());
+			if (flit_monotonic_raw_ns() > deadline)
+				run_fail(&r, "%d of %d receivers after %g s", rc,
+					 o.wait_receivers, o.timeout_s);
+			flit_ctx_poll(r.ctx, 0);
+			tool_sleep_us(1000);
+		}
+	}
+
+	if (o.file) {
+		sent = send_file(&r);
+	} else {
+		for (int i = 0; i < o.nmsgs; i++, sent++)
+			send_one(&r, o.msgs[i], strlen(o.msgs[i]));
+	}
+	deadline = flit_monotonic_raw_ns() + (uint64_t)(o.timeout_s * 1e9);
+	while ((rc = flit_pub_flush(r.pub)) != FLIT_OK) {
+		if (rc < 0)
+			run_fail(&r, "flushing: %s", flit_errmsg());
+		if (flit_monotonic_raw_ns() > deadline)
+			run_fail(&r, "flushing: %s for %g s", flit_strstatus(rc), o.timeout_s);
+		flit_ctx_poll(r.ctx, 0);
+		tool_sleep_us(100);
+	}
+	if (o.verbose)
+		fprintf(stderr, "%s: sent %llu message%s to '%s' (%d receiver%s)\n",
+			tool_name(), (unsigned long long)sent, sent == 1 ? "" : "s",
+			o.topic, flit_pub_receivers(r.pub),
+			flit_pub_receivers(r.pub) == 1 ? "" : "s");
+	deadline = flit_monotonic_raw_ns() + (uint64_t)o.linger_ms * 1000000u;
+	while (flit_monotonic_raw_ns() < deadline) {
+		flit_ctx_poll(r.ctx, 0);
+		tool_sleep_us(1000);
+	}
+	flit_pub_close(r.pub);
+	flit_ctx_close(r.ctx);
+	return 0;
+}

@@ -1,0 +1,623 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* Code shared by the flit tools.  See tool.h. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+/* A CLI's own state: who we are, what to print on misuse, how loud. */
+static const char *prog = "flit";
+static const char *usage_text = "";
+static int verbose;
+
+void tool_init(const char *name, const char *usage)
+{
+	prog = name;
+	usage_text = usage;
+	opterr = 0;     /* we report option errors ourselves */
+}
+
+const char *tool_name(void)
+{
+	return prog;
+}
+
+noreturn void tool_help_exit(void)
+{
+	fputs(usage_text, stdout);
+	exit(0);
+}
+
+noreturn void tool_usage_exit(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	exit(2);
+}
+
+noreturn void tool_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+void tool_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+noreturn void tool_getopt_error(int c, char *const argv[])
+{
+	/* getopt_long leaves the offending word at argv[optind - 1] for long
+	 * options and for a short option ending its word; optopt names a
+	 * short option. */
+	const char *word = optind > 0 ? argv[optind - 1] : "?";
+
+	if (c == ':') {
+		if (optopt)
+			tool_usage_exit("option '-%c' needs an argument", optopt);
+		tool_usage_exit("option '%s' needs an argument", word);
+	}
+	if (optopt)
+		tool_usage_exit("unknown option '-%c'", optopt);
+	tool_usage_exit("unknown option '%s'", word);
+}
+
+/* ---- argument parsing ----------------------------------------------------- */
+
+static uint64_t parse_scaled(const char *what, const char *arg, uint64_t min,
+			     uint64_t max, bool binary)
+{
+	uint64_t v, mult = 1;
+	char *end;
+
+	if (!arg || !*arg || *arg == '-' || *arg == '+' || *arg == ' ')
+		tool_usage_exit("bad %s '%s': not a number", what, arg ? arg : "");
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg)
+		tool_usage_exit("bad %s '%s': not a number", what, arg);
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mult = binary ? 1024 : 1000; end++; break;
+	case 'm': case 'M': mult = binary ? 1024 * 1024 : 1000000; end++; break;
+	case 'g': case 'G': mult = binary ? 1024ull * 1024 * 1024 : 1000000000; end++; break;
+	}
+	if (*end)
+		tool_usage_exit("bad %s '%s': trailing '%s'", what, arg, end);
+	if (v > UINT64_MAX / mult)
+		tool_usage_exit("bad %s '%s': too large", what, arg);
+	v *= mult;
+	if (v < min || v > max)
+		tool_usage_exit("bad %s '%s': must be %llu..%llu", what, arg,
+				(unsigned long long)min, (unsigned long long)max);
+	return v;
+}
+
+uint64_t tool_parse_count(const char *what, const char *arg, uint64_t min,
+			  uint64_t max)
+{
+	return parse_scaled(what, arg, min, max, false);
+}
+
+uint64_t tool_parse_size(const char *what, const char *arg, uint64_t min,
+			 uint64_t max)
+{
+	return parse_scaled(what, arg, min, max, true);
+}
+
+double tool_parse_seconds(const char *what, const char *arg, double min,
+			  double max)
+{
+	char *end;
+	double v;
+
+	if (!arg || !*arg)
+		tool_usage_exit("bad %s '': not a number", what);
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !isfinite(v))
+		tool_usage_exit("bad %s '%s': not a number", what, arg);
+	if (v < min || v > max)
+		tool_usage_exit("bad %s '%s': must be %g..%g", what, arg, min, max);
+	return v;
+}
+
+const char *tool_parse_transport(const char *arg)
+{
+	static const char *const known[] = { "shm", "udp", "xdp", "rdma" };
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (arg && !strcmp(arg, known[i]))
+			return known[i];
+	tool_usage_exit("bad transport '%s': one of shm, udp, xdp, rdma",
+			arg ? arg : "");
+}
+
+static int parse_cpu_num(const char *list, const char *s, char **end)
+{
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		tool_usage_exit("bad cpu list '%s': expected a CPU number at '%s'",
+				list, s);
+	errno = 0;
+	v = strtoul(s, end, 10);
+	if (errno || v >= CPU_SETSIZE)
+		tool_usage_exit("bad cpu list '%s': CPU number out of range", list);
+	return (int)v;
+}
+
+int tool_parse_cpus(const char *arg, int *cpus, int max)
+{
+	cpu_set_t allowed;
+	const char *s = arg;
+	int n = 0;
+
+	if (!arg || !*arg)
+		tool_usage_exit("bad cpu list '': empty");
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		CPU_ZERO(&allowed);
+	while (*s) {
+		char *end;
+		int lo = parse_cpu_num(arg, s, &end), hi = lo;
+
+		if (*end == '-')
+			hi = parse_cpu_num(arg, end + 1, &end);
+		if (hi < lo)
+			tool_usage_exit("bad cpu list '%s': range %d-%d is backwards",
+					arg, lo, hi);
+		for (int c = lo; c <= hi; c++) {
+			if (!CPU_ISSET(c, &allowed))
+				tool_usage_exit("bad cpu list '%s': CPU %d is not "
+						"available to this process (%d allowed)",
+						arg, c, CPU_COUNT(&allowed));
+			if (n == max)
+				tool_usage_exit("bad cpu list '%s': more than %d CPUs",
+						arg, max);
+			cpus[n++] = c;
+		}
+		if (*end == ',' && end[1])
+			end++;
+		else if (*end)
+			tool_usage_exit("bad cpu list '%s': unexpected '%s'", arg, end);
+		s = end;
+	}
+	return n;
+}
+
+int tool_default_cpus(int *cpus, int max)
+{
+	cpu_set_t set;
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 0;
+	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	return n;
+}
+
+const char *tool_cpus_str(const int *cpus, int n, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n && off < len; i++) {
+		int w = snprintf(buf + off, len - off, "%s%d", i ? "," : "", cpus[i]);
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+	return buf;
+}
+
+/* ---- pinning and processes -------------------------------------------------- */
+
+int tool_pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* pid 0: the calling thread. */
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -errno;
+	return 0;
+}
+
+void tool_child_init(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)        /* the parent died before prctl() */
+		_exit(1);
+}
+
+int tool_child_exited(pid_t pid, int *status)
+{
+	pid_t r = waitpid(pid, status, WNOHANG);
+
+	if (r < 0)
+		return -errno;
+	return r == pid;
+}
+
+void tool_sleep_us(unsigned us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+int tool_reap(pid_t pid, unsigned timeout_ms, int *status)
+{
+	uint64_t deadline = flit_monotonic_raw_ns() + (uint64_t)timeout_ms * 1000000u;
+	int r;
+
+	for (;;) {
+		r = tool_child_exited(pid, status);
+		if (r)
+			return r < 0 ? r : 0;
+		if (flit_monotonic_raw_ns() >= deadline)
+			break;
+		tool_sleep_us(1000);
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+const char *tool_wstatus_str(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "wait status 0x%x", status);
+	return buf;
+}
+
+/* ---- the measurement clock -------------------------------------------------- */
+
+void tool_clock_init(struct tool_clock *clk)
+{
+	memset(clk, 0, sizeof(*clk));
+	if (flit_tsc_calibrate(&clk->tsc, 100) == 0) {
+		clk->use_tsc = true;
+		clk->name = "tsc";
+		return;
+	}
+	if (verbose)
+		tool_warn("TSC unusable (%s); timing with CLOCK_MONOTONIC_RAW",
+			  flit_errmsg());
+	clk->tsc.ns_per_tick = 1.0;
+	clk->name = "monotonic_raw";
+}
+
+const char *tool_clock_desc(const struct tool_clock *clk, char *buf, size_t len)
+{
+	if (clk->use_tsc)
+		snprintf(buf, len, "tsc %.4f GHz, invariant, calibrated against "
+			 "CLOCK_MONOTONIC_RAW", 1.0 / clk->tsc.ns_per_tick);
+	else
+		snprintf(buf, len, "monotonic_raw (TSC not invariant or not present)");
+	return buf;
+}
+
+/* ---- statistics ---------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Nearest rank: the ceil(p/100 * n)-th smallest value (1-based). */
+static uint64_t nearest_rank(const uint64_t *sorted, size_t n, double p)
+{
+	double r = ceil(p / 100.0 * (double)n);
+	size_t rank = r < 1 ? 1 : (size_t)r;
+
+	if (rank > n)
+		rank = n;
+	return sorted[rank - 1];
+}
+
+void tool_stats_compute(uint64_t *v, size_t n, double scale,
+			struct tool_stats *st)
+{
+	double sum = 0, mean, m2 = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->n = n;
+	if (!n)
+		return;
+	qsort(v, n, sizeof(*v), cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		sum += (double)v[i];
+	mean = sum / (double)n;
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)v[i] - mean;
+		m2 += d * d;
+	}
+	st->min = (double)v[0] * scale;
+	st->max = (double)v[n - 1] * scale;
+	st->avg = mean * scale;
+	st->stddev = sqrt(m2 / (double)n) * scale;
+	st->p50 = (double)nearest_rank(v, n, 50.0) * scale;
+	st->p99 = (double)nearest_rank(v, n, 99.0) * scale;
+	st->p999 = (double)nearest_rank(v, n, 99.9) * scale;
+}
+
+static int log2_bucket(double ns)
+{
+	int b = 0;
+
+	while (ns >= 2.0 && b < 62) {
+		ns /= 2.0;
+		b++;
+	}
+	return b;       /* [2^b, 2^(b+1)); bucket 0 also holds [0, 1) */
+}
+
+void tool_hist_print(FILE *f, const uint64_t *sorted, size_t n, double scale)
+{
+	uint64_t count[64] = { 0 }, peak = 0, cum = 0;
+	int lo = 63, hi = 0;
+
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		int b = log2_bucket((double)sorted[i] * scale);
+		count[b]++;
+		lo = b < lo ? b : lo;
+		hi = b > hi ? b : hi;
+	}
+	for (int b = lo; b <= hi; b++)
+		peak = count[b] > peak ? count[b] : peak;
+	fprintf(f, "# histogram (ns, log2 buckets)\n");
+	fprintf(f, "# %21s %12s %8s %8s\n", "range", "count", "%", "cum %");
+	for (int b = lo; b <= hi; b++) {
+		char bar[41];
+		int w = (int)((double)count[b] * 40.0 / (double)peak + 0.5);
+
+		cum += count[b];
+		memset(bar, '#', (size_t)w);
+		bar[w] = '\0';
+		fprintf(f, "  %10llu .. %-10llu %12llu %8.3f %8.3f  %s\n",
+			b ? 1ull << b : 0ull, 1ull << (b + 1),
+			(unsigned long long)count[b],
+			100.0 * (double)count[b] / (double)n,
+			100.0 * (double)cum / (double)n, bar);
+	}
+}
+
+/* ---- payloads ----------------------------------------------------------------- */
+
+static inline uint64_t pattern_word(uint64_t seq, size_t k)
+{
+	/* Golden-ratio multiply: every byte changes with seq and position. */
+	return (seq + k + 1) * 0x9e3779b97f4a7c15ull;
+}
+
+void tool_payload_fill(void *buf, size_t len, uint64_t seq)
+{
+	uint8_t *p = buf;
+	size_t off = 8, k = 0;
+
+	memcpy(p, &seq, 8);
+	for (; off + 8 <= len; off += 8, k++) {
+		uint64_t w = pattern_word(seq, k);
+		memcpy(p + off, &w, 8);
+	}
+	if (off < len) {
+		uint64_t w = pattern_word(seq, k);
+		memcpy(p + off, &w, len - off);
+	}
+}
+
+long tool_payload_check(const void *buf, size_t len, uint64_t seq)
+{
+	const uint8_t *p = buf;
+	size_t off = 8, k = 0;
+
+	if (len < 8 || memcmp(p, &seq, 8))
+		return 0;
+	for (; off < len; off += 8, k++) {
+		uint64_t w = pattern_word(seq, k);
+		size_t m = len - off < 8 ? len - off : 8;
+
+		if (memcmp(p + off, &w, m)) {
+			const uint8_t *e = (const uint8_t *)&w;
+			for (size_t i = 0; i < m; i++)
+				if (p[off + i] != e[i])
+					return (long)(off + i);
+		}
+	}
+	return -1;
+}
+
+/* ---- output ---------------------------------------------------------------------- */
+
+void tool_result_init(struct tool_result *r, const char *tool)
+{
+	memset(r, 0, sizeof(*r));
+	r->tool = tool;
+	r->label = "";
+	r->size = -1;
+	r->count = -1;
+	r->rate = -1;
+	r->msgs_per_sec = -1;
+}
+
+void tool_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':  fputs("\\\"", f); break;
+		case '\\': fputs("\\\\", f); break;
+		case '\n': fputs("\\n", f); break;
+		case '\r': fputs("\\r", f); break;
+		case '\t': fputs("\\t", f); break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc(*p, f);
+		}
+	}
+	fputc('"', f);
+}
+
+static void json_key_str(FILE *f, const char *key, const char *val)
+{
+	fprintf(f, ",\"%s\":", key);
+	tool_json_str(f, val);
+}
+
+void tool_json_print(FILE *f, const struct tool_result *r)
+{
+	char load[64];
+
+	fputs("{\"tool\":", f);
+	tool_json_str(f, r->tool);
+	if (r->transport)
+		json_key_str(f, "transport", r->transport);
+	if (r->size >= 0)
+		fprintf(f, ",\"size\":%lld", (long long)r->size);
+	if (r->count >= 0)
+		fprintf(f, ",\"count\":%lld", (long long)r->count);
+	if (r->rate >= 0)
+		fprintf(f, ",\"rate\":%.1f", r->rate);
+	if (r->lat && r->lat->n) {
+		const struct tool_stats *s = r->lat;
+		fprintf(f, ",\"min_ns\":%.1f,\"avg_ns\":%.1f,\"p50_ns\":%.1f,"
+			"\"p99_ns\":%.1f,\"p999_ns\":%.1f,\"max_ns\":%.1f,"
+			"\"stddev_ns\":%.1f", s->min, s->avg, s->p50, s->p99,
+			s->p999, s->max, s->stddev);
+	}
+	if (r->msgs_per_sec >= 0)
+		fprintf(f, ",\"msgs_per_sec\":%.1f", r->msgs_per_sec);
+	if (r->clock)
+		json_key_str(f, "clock", r->clock);
+	if (r->mode)
+		json_key_str(f, "mode", r->mode);
+	json_key_str(f, "load", tool_loadavg(load, sizeof(load)));
+	if (r->extra && *r->extra)
+		fprintf(f, ",%s", r->extra);
+	fputs("}\n", f);
+	fflush(f);
+}
+
+void tool_lat_header(FILE *f)
+{
+	fprintf(f, "%-10s %6s %10s %9s %9s %9s %9s %9s %10s %9s\n", "#", "size",
+		"count", "min", "avg", "median", "p99", "p99.9", "max", "stddev");
+}
+
+void tool_lat_row(FILE *f, const struct tool_result *r)
+{
+	const struct tool_stats *s = r->lat;
+
+	if (!s)
+		return;
+	fprintf(f, "%-10s %6lld %10llu %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %9.1f\n",
+		r->label && *r->label ? r->label : "ns", (long long)r->size,
+		(unsigned long long)s->n, s->min, s->avg, s->p50, s->p99, s->p999,
+		s->max, s->stddev);
+	fflush(f);
+}
+
+const char *tool_loadavg(char *buf, size_t len)
+{
+	double l1, l5, l15;
+	FILE *f = fopen("/proc/loadavg", "re");
+	int ok = f && fscanf(f, "%lf %lf %lf", &l1, &l5, &l15) == 3;
+
+	if (f)
+		fclose(f);
+	if (ok)
+		snprintf(buf, len, "%.2f %.2f %.2f", l1, l5, l15);
+	else
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+void tool_header(FILE *f, const char *fmt, ...)
+{
+	char load[64];
+	struct utsname u;
+	va_list ap;
+
+	fprintf(f, "# %s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+	if (uname(&u))
+		strcpy(u.release, "?");
+	fprintf(f, "# load %s, %ld cpus online, kernel %s\n",
+		tool_loadavg(load, sizeof(load)), sysconf(_SC_NPROCESSORS_ONLN),
+		u.release);
+	fflush(f);
+}
+
+/* ---- library messages ---------------------------------------------------------------- */
+
+static TOOL_FMT(2, 0) void print_stderr(enum flit_log_level level,
+					 const char *fmt, va_list ap)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	int max = verbose >= 2 ? FLIT_LOG_DEBUG : FLIT_LOG_INFO;
+
+	if ((int)level > max)
+		return;
+	fprintf(stderr, "%s: flit %s: ", prog,
+		(unsigned)level < 4 ? names[level] : "?");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void tool_set_verbose(int level)
+{
+	verbose = level;
+	flit_set_print(level > 0 ? print_stderr : NULL);
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Code shared by the flit tools (not part of the library): option parsing,
+ * usage and exit codes, CPU pinning, the measurement clock, exact statistics
+ * over a sample array, histograms, and the table and JSON output.
+ *
+ * Exit codes of every tool: 0 success, 1 runtime failure, 2 misuse.
+ *
+ * Output conventions: human-readable lines on stdout, header and diagnostic
+ * lines start with '#'.  With --json, stdout carries only JSON objects, one
+ * per result line, and the '#' header goes to stderr.  JSON keys: tool,
+ * transport, size, count, rate, min_ns, avg_ns, p50_ns, p99_ns, p999_ns,
+ * max_ns, stddev_ns, msgs_per_sec, clock, mode, load (absent ones omitted),
+ * plus tool-specific keys.
+ */
+#ifndef FLIT_TOOL_H
+#define FLIT_TOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdnoreturn.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <flit/clock.h>
+#include <flit/flit.h>
+
+#define TOOL_FMT(a, b) __attribute__((format(printf, a, b)))
+
+/* Most CPUs a --cpus list may name. */
+#define TOOL_MAX_CPUS 64
+
+/* ---- identity, usage, exit codes ---------------------------------------- */
+
+/* Name the program (for messages) and its usage text (printed by --help on
+ * stdout and after a misuse on stderr).  Call first. */
+void tool_init(const char *name, const char *usage);
+const char *tool_name(void);
+
+/* --help: usage on stdout, exit 0. */
+noreturn void tool_help_exit(void);
+/* Misuse: "name: message" and the usage on stderr, exit 2. */
+noreturn void tool_usage_exit(const char *fmt, ...) TOOL_FMT(1, 2);
+/* Runtime failure: "name: message" on stderr, exit 1. */
+noreturn void tool_fail(const char *fmt, ...) TOOL_FMT(1, 2);
+/* "name: message" on stderr, nothing else. */
+void tool_warn(const char *fmt, ...) TOOL_FMT(1, 2);
+
+/* After getopt_long() returned '?' or ':' (optstring must start with ':',
+ * and opterr = 0): report the bad option and exit 2. */
+noreturn void tool_getopt_error(int c, char *const argv[]);
+
+/* ---- argument parsing (each one exits 2 on a bad value) ----------------- */
+
+/* Unsigned integer in [min, max]; decimal suffixes k, M, G (x1000). */
+uint64_t tool_parse_count(const char *what, const char *arg, uint64_t min,
+			  uint64_t max);
+/* Byte size in [min, max]; binary suffixes K, M, G (x1024), k = K. */
+uint64_t tool_parse_size(const char *what, const char *arg, uint64_t min,
+			 uint64_t max);
+/* Seconds (decimal fraction allowed) in [min, max]. */
+double tool_parse_seconds(const char *what, const char *arg, double min,
+			  double max);
+/* A transport name flit knows: shm, udp, xdp, rdma.  (Whether the library
+ * built here has it is a runtime question: flit_pub_new() answers.) */
+const char *tool_parse_transport(const char *arg);
+/* "A,B,C" or ranges "0-3", each CPU one this process may run on.  Fills
+ * cpus[], returns how many (1 .. max). */
+int tool_parse_cpus(const char *arg, int *cpus, int max);
+/* The CPUs this process may run on, lowest first (at most max). */
+int tool_default_cpus(int *cpus, int max);
+/* "0,1" for a list; buf of len bytes. */
+const char *tool_cpus_str(const int *cpus, int n, char *buf, size_t len);
+
+/* ---- pinning and processes ---------------------------------------------- */
+
+/* Pin the calling thread to one CPU.  0 or -errno. */
+int tool_pin_cpu(int cpu);
+/* In a freshly forked child: die with the parent (PR_SET_PDEATHSIG), and
+ * exit at once if it is already gone.  No orphans, whatever happens. */
+void tool_child_init(pid_t parent);
+/* Reap `pid`: wait up to timeout_ms for it to exit, then SIGKILL it and
+ * reap it.  Returns 0 with *status filled, or -errno. */
+int tool_reap(pid_t pid, unsigned timeout_ms, int *status);
+/* Non-blocking check: 1 if `pid` has exited (and is reaped: *status), 0 if
+ * it still runs, -errno on error. */
+int tool_child_exited(pid_t pid, int *status);
+/* "exited with status 3" / "killed by signal 9 (Killed)". */
+const char *tool_wstatus_str(int status, char *buf, size_t len);
+
+/* Sleep (slow paths only: a wake-up costs ~40 us here). */
+void tool_sleep_us(unsigned us);
+
+/* ---- the measurement clock ---------------------------------------------- */
+
+struct tool_clock {
+	struct flit_tsc tsc;    /* ns_per_tick = 1 when falling back */
+	bool use_tsc;
+	const char *name;       /* "tsc" or "monotonic_raw" */
+};
+
+/* Calibrate the TSC (~100 ms) or fall back to CLOCK_MONOTONIC_RAW. */
+void tool_clock_init(struct tool_clock *clk);
+/* "tsc 2.995 GHz, invariant, calibrated against CLOCK_MONOTONIC_RAW" */
+const char *tool_clock_desc(const struct tool_clock *clk, char *buf, size_t len);
+
+/* A fenced reading, in ticks of the tool clock. */
+static inline uint64_t tool_now(const struct tool_clock *clk)
+{
+	return clk->use_tsc ? flit_tsc_ticks_ordered() : flit_monotonic_raw_ns();
+}
+
+static inline double tool_ns(const struct tool_clock *clk, uint64_t ticks)
+{
+	return (double)ticks * clk->tsc.ns_per_tick;
+}
+
+static inline uint64_t tool_ticks(const struct tool_clock *clk, double ns)
+{
+	return (uint64_t)(ns / clk->tsc.ns_per_tick);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+struct tool_stats {
+	uint64_t n;
+	double min, avg, p50, p99, p999, max, stddev;   /* ns */
+};
+
+/* Exact statistics of v[0..n): sorts v in place (ascending), then reports
+ * each value times `scale` (e.g. ns per tick / 2 for RTT/2 from round-trip
+ * ticks).  Percentiles by nearest rank: the smallest value with at least
+ * p% of the samples at or below it.  stddev is the population deviation. */
+void tool_stats_compute(uint64_t *v, size_t n, double scale,
+			struct tool_stats *st);
+
+/* Histogram of sorted v[0..n) (scaled as above) in log2 buckets of ns:
+ * [2^k, 2^(k+1)) with count, percentage and cumulative percentage. */
+void tool_hist_print(FILE *f, const uint64_t *sorted, size_t n, double scale);
+
+/* ---- payloads ------------------------------------------------------------ */
+
+/* Sequence number in the first 8 bytes (host order), then a pattern that
+ * depends on the sequence number, so stale and corrupt data are caught.
+ * len >= 8. */
+void tool_payload_fill(void *buf, size_t len, uint64_t seq);
+/* -1 if buf holds the payload of `seq` exactly, else the first bad offset. */
+long tool_payload_check(const void *buf, size_t len, uint64_t seq);
+static inline uint64_t tool_payload_seq(const void *buf)
+{
+	uint64_t s;
+
+	memcpy(&s, buf, sizeof(s));
+	return s;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+struct tool_result {
+	const char *tool;
+	const char *transport;  /* NULL: absent */
+	const char *clock;
+	const char *mode;
+	const char *label;      /* table only: first column ("" if none) */
+	int64_t size;           /* < 0: absent */
+	int64_t count;          /* < 0: absent */
+	double rate;            /* offered rate, msgs/s; < 0: absent */
+	const struct tool_stats *lat;   /* NULL: no latency fields */
+	double msgs_per_sec;    /* < 0: absent */
+	/* NULL or more members, pre-formatted: "\"gaps\":0,\"side\":\"rx\"" */
+	const char *extra;
+};
+
+/* Every field absent. */
+void tool_result_init(struct tool_result *r, const char *tool);
+
+/* One JSON object and a newline (adds "load" from /proc/loadavg). */
+void tool_json_print(FILE *f, const struct tool_result *r);
+/* A JSON string literal, escaped. */
+void tool_json_str(FILE *f, const char *s);
+
+/* The latency table: header, then one row per result (ns). */
+void tool_lat_header(FILE *f);
+void tool_lat_row(FILE *f, const struct tool_result *r);
+
+/* "0.23 0.13 0.07" from /proc/loadavg ("?" if unreadable). */
+const char *tool_loadavg(char *buf, size_t len);
+/* The run header: "# <tool>: <text>", then "# load: ... cpus online N". */
+void tool_header(FILE *f, const char *fmt, ...) TOOL_FMT(2, 3);
+
+/* -v: library messages (flit_set_print) to stderr; level 1 shows warnings
+ * and info, 2 and more also debug.  0: silence. */
+void tool_set_verbose(int level);
+
+#endif /* FLIT_TOOL_H */
