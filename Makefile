@@ -65,7 +65,7 @@ SHLIB      := $(BUILD)/libflit.so.$(VERSION)
 SONAME     := libflit.so.$(SOVERSION)
 STLIB      := $(BUILD)/libflit.a
 
-.SECONDARY: $(BPF_OBJS)
+.SECONDARY: $(BPF_OBJS) $(TOOL_NAMES:%=$(BUILD)/tools/%.o) $(TOOL_OBJS)
 .PHONY: all lib tools tests bpf check demo bench fuzz fuzz-build install deps clean help
 .DEFAULT_GOAL := all
 

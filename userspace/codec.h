@@ -85,6 +85,52 @@ const char *flit_frame_strerr(enum flit_frame_err e);
 enum flit_frame_err flit_frame_validate(const void *buf, size_t buflen,
 					struct flit_frame_hdr *h);
 
+/* The body of flit_frame_validate(), inline for the delivery hot path. */
+static inline enum flit_frame_err flit_frame_check(const void *buf, size_t buflen,
+						   struct flit_frame_hdr *h)
+{
+	const uint8_t *p = (const uint8_t *)buf;
+
+	if (buflen < FLIT_FRAME_HDR_LEN)
+		return FLIT_FE_SHORT;
+	if (flit_ld16(p) != FLIT_WIRE_MAGIC)
+		return FLIT_FE_MAGIC;
+	h->version = p[2];
+	h->type = p[3];
+	h->flags = flit_ld16(p + 4);
+	h->count = flit_ld16(p + 6);
+	h->len = flit_ld32(p + 8);
+	h->session_id = flit_ld32(p + 12);
+	h->seq = flit_ld64(p + 16);
+	if (h->version != FLIT_WIRE_VERSION)
+		return FLIT_FE_VERSION;
+	if (h->type != FLIT_FT_DATA)
+		return FLIT_FE_TYPE;
+	if (h->flags & ~FLIT_FF_KNOWN)
+		return FLIT_FE_FLAGS;
+	if (h->len < FLIT_FRAME_HDR_LEN || (h->len & 7) || h->len > buflen)
+		return FLIT_FE_LEN;
+
+	/* Walk the messages: each header and payload must lie inside the
+	 * frame, and the last one must end exactly at the frame's end. */
+	size_t off = FLIT_FRAME_HDR_LEN;
+	size_t mhdr = FLIT_MSG_HDR_LEN + ((h->flags & FLIT_FF_TS) ? FLIT_MSG_TS_LEN : 0);
+	for (unsigned i = 0; i < h->count; i++) {
+		if (h->len - off < mhdr)
+			return FLIT_FE_COUNT;
+		uint32_t lf = flit_ld32(p + off + 4);
+		if (lf > FLIT_MSG_LEN_MAX)
+			return FLIT_FE_MSG_FLAGS;
+		off += mhdr;
+		if (flit_align8(lf) > h->len - off)
+			return FLIT_FE_MSG_LEN;
+		off += flit_align8(lf);
+	}
+	if (off != h->len)
+		return FLIT_FE_COUNT;
+	return FLIT_FE_OK;
+}
+
 /* ---- encoding ---- */
 
 /* Start a frame at buf (FLIT_FRAME_HDR_LEN bytes, 8-aligned). */

@@ -494,7 +494,7 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 	enum flit_frame_err fe;
 	int delivered = 0;
 
-	fe = flit_frame_validate(frame, len, &h);
+	fe = flit_frame_check(frame, len, &h);
 	if (FLIT_UNLIKELY(fe != FLIT_FE_OK || h.session_id != rs->session_id)) {
 		ctx->rx.malformed++;
 		flit_debug("%s: frame dropped: %s", rs->source,

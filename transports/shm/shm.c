@@ -473,7 +473,8 @@ static int shm_claim(struct flit_tsrc *s, size_t len, void **buf)
 	mlen = flit_msg_wire_len(len, s->ts);
 	if (w->frame) {
 		/* batching: append to the open frame if it still fits */
-		if (w->flen + mlen <= s->batch_max && shm_wr_extend(w, w->flen + mlen)) {
+		if (w->flen + mlen <= s->batch_max && flit_ld16(w->frame + 6) < UINT16_MAX &&
+		    shm_wr_extend(w, w->flen + mlen)) {
 			m = w->frame + w->flen;
 			goto put;
 		}
@@ -507,8 +508,12 @@ static int shm_commit(struct flit_tsrc *s, size_t len)
 	if (FLIT_UNLIKELY(!payload || len > w->claim_max))
 		return flit_err(EINVAL, payload ? "shm: commit of %zu bytes exceeds the claim"
 					       : "shm: commit without a claim (%zu bytes)", len);
-	if (len != w->claim_max)
+	if (len != w->claim_max) {
 		flit_st32(payload - (s->ts ? 12 : 4), (uint32_t)len);
+		/* keep the writer's zeroed window zero past the shorter message */
+		memset(payload + flit_align8(len), 0,
+		       flit_align8(w->claim_max) - flit_align8(len));
+	}
 	w->flen = flit_frame_end_msg(w->frame, payload, (uint32_t)len);
 	w->claim = NULL;
 	w->seq++;
@@ -527,9 +532,15 @@ static int shm_abort(struct flit_tsrc *s)
 
 	if (!w->claim)
 		return flit_err(EINVAL, "shm: abort without a claim");
+	/* undo every byte the claim wrote: the ring ahead of the writer must
+	 * stay zero (stale bytes could otherwise pass for a record tag) */
+	uint8_t *msg = w->frame + w->flen;
+	memset(msg, 0, (size_t)(w->claim + flit_align8(w->claim_max) - msg));
 	w->claim = NULL;
-	if (flit_ld16(w->frame + 6) == 0)
+	if (flit_ld16(w->frame + 6) == 0) {
+		memset(w->frame, 0, FLIT_FRAME_HDR_LEN);
 		w->frame = NULL; /* nothing else in the frame: forget it */
+	}
 	return 0;
 }
 

@@ -29,7 +29,7 @@ int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
 	if (capacity < SHM_CAP_MIN || capacity > SHM_CAP_MAX ||
 	    (capacity & (capacity - 1)) || !max_readers ||
 	    max_readers > SHM_READERS_MAX || tlen >= sizeof(h->geom.topic) ||
-	    (start & 7))
+	    (start & (SHM_REC_ALIGN - 1)))
 		return flit_err(EINVAL, "shm ring: bad geometry (capacity %llu, readers %u)",
 				(unsigned long long)capacity, max_readers);
 	memset(&h->geom, 0, sizeof(h->geom));
@@ -102,6 +102,8 @@ void shm_wr_init(struct shm_wr *w, void *mem)
 	w->max_readers = h->geom.max_readers;
 	w->paced = h->geom.mode == FLIT_SHM_PACED;
 	w->pos = atomic_load(&h->w.tail);
+	w->zeroed = w->pos;
+	w->intent = atomic_load(&h->w.intent);
 	shm_wr_refresh_limit(w);
 }
 
@@ -126,17 +128,41 @@ void shm_wr_refresh_limit(struct shm_wr *w)
 
 void shm_wr_pad(struct shm_wr *w)
 {
-	uint64_t off = w->pos & w->mask;
+	uint64_t off = w->pos & w->mask, end = w->pos + (w->cap - off);
 
-	atomic_store_explicit(&w->hdr->w.intent, w->pos + (w->cap - off) + 8,
-			      memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit((_Atomic uint64_t *)w->data, 0, memory_order_relaxed);
+	shm_wr_intent(w, end + 8);
+	if (end + 8 > w->zeroed)
+		atomic_store_explicit((_Atomic uint64_t *)w->data, 0, memory_order_relaxed);
 	atomic_store_explicit((_Atomic uint64_t *)(w->data + off),
 			      w->pos | SHM_TAG_VALID | SHM_TAG_PAD,
 			      memory_order_release);
-	w->pos += w->cap - off;
+	w->pos = end;
 	atomic_store_explicit(&w->hdr->w.tail, w->pos, memory_order_release);
+}
+
+void shm_wr_zero_ahead(struct shm_wr *w)
+{
+	uint64_t from = w->zeroed > w->pos ? w->zeroed : w->pos;
+	uint64_t to = w->pos + SHM_ZERO_AHEAD;
+
+	/* zeroing position x overwrites x - cap: paced readers must be past it */
+	if (w->paced && to > w->limit) {
+		shm_wr_refresh_limit(w);
+		if (to > w->limit)
+			to = w->limit;
+	}
+	if (to <= from)
+		return;
+	shm_wr_intent(w, to);
+	while (from < to) {
+		uint64_t off = from & w->mask;
+		uint64_t n = to - from;
+		if (n > w->cap - off)
+			n = w->cap - off;
+		memset(w->data + off, 0, n);
+		from += n;
+	}
+	w->zeroed = to;
 }
 
 void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,

@@ -15,11 +15,19 @@
  *   0x400  reader slots, one 64-byte line each: state word, position
  *
  * Records (docs/PROTOCOL.md, "shm ring records"): an 8-byte tag then a flit
- * frame, 8-aligned, never straddling the end of the ring.  tag = position|1
- * for a frame, position|3 for padding to the end of the ring.  The writer
- * writes the frame, clears the next record's tag slot, then release-stores
- * the tag; a reader at P accepts the record only if the tag is exactly P|1
- * (or P|3).  A cleared slot (0) or a value of another lap means "not yet".
+ * frame, starting on a 64-byte line (so a small message is one cache line:
+ * one line transfer between cores) and never straddling the end of the
+ * ring.  tag = position|1 for a frame, position|3 for padding to the end of
+ * the ring.  A reader at P accepts the record only if the tag is exactly P|1
+ * (or P|3).  A zero or a value of another lap means "not yet".
+ *
+ * Stale bytes of an older lap must never look like a tag, so the tag slot of
+ * the next record is always zero when a record's tag is released.  The
+ * writer keeps a window of SHM_ZERO_AHEAD bytes beyond its position zeroed,
+ * extending it *after* each release: the zeroing stores (and the ownership
+ * requests for those lines) are then off the critical path, and the lines
+ * are already owned when the next record is written.  Only a record longer
+ * than the window clears the next slot before its release.
  *
  * Receiver-paced mode: a record [P, P+len) overwrites what was at positions
  * [P-cap, P+len-cap); the writer may write it only when every active reader
@@ -47,6 +55,9 @@
 #define SHM_READERS_MAX  1024u
 #define SHM_SLOTS_OFF    0x400u
 #define SHM_SLOT_SIZE    64u
+
+#define SHM_REC_ALIGN    64ull
+#define SHM_ZERO_AHEAD   2048ull
 
 #define SHM_TAG_VALID    1ull
 #define SHM_TAG_PAD      2ull
@@ -134,6 +145,8 @@ struct shm_wr {
 	uint64_t cap, mask;
 	uint64_t pos;      /* where the next record (or the open frame) starts */
 	uint64_t limit;    /* cached: records must end at or before this - 8 */
+	uint64_t zeroed;   /* [pos, zeroed) holds only zeros */
+	uint64_t intent;   /* last value stored to hdr->w.intent */
 	uint64_t max_frame;
 	uint32_t max_readers;
 	bool paced;
@@ -149,6 +162,25 @@ struct shm_wr {
 };
 
 void shm_wr_init(struct shm_wr *w, void *mem);
+
+static inline uint64_t shm_rec_len(uint64_t flen)
+{
+	return (8 + flen + SHM_REC_ALIGN - 1) & ~(SHM_REC_ALIGN - 1);
+}
+
+static inline void shm_wr_intent(struct shm_wr *w, uint64_t end)
+{
+	if (end > w->intent) {
+		w->intent = end;
+		atomic_store_explicit(&w->hdr->w.intent, end, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+	}
+}
+
+/* Extend the zeroed window towards pos + SHM_ZERO_AHEAD, as far as the
+ * readers allow (paced) and after announcing it (overwrite readers). */
+void shm_wr_zero_ahead(struct shm_wr *w);
+
 /* Make room for a frame of `need` bytes (tag excluded) at w->pos, padding to
  * the end of the ring if it does not fit contiguously.  Returns a pointer to
  * the frame area, or NULL if the readers have not made room (paced). */
@@ -168,18 +200,16 @@ static inline bool shm_wr_room(struct shm_wr *w, uint64_t end)
 
 static inline uint8_t *shm_wr_reserve(struct shm_wr *w, uint64_t need)
 {
-	uint64_t off = w->pos & w->mask;
-	uint64_t pad = off + 8 + need > w->cap ? w->cap - off : 0;
+	uint64_t off = w->pos & w->mask, rec = shm_rec_len(need);
+	uint64_t pad = off + rec > w->cap ? w->cap - off : 0;
 
 	/* +8: the tag slot of the following record is cleared on publish */
-	if (!shm_wr_room(w, w->pos + pad + 8 + need + 8))
+	if (!shm_wr_room(w, w->pos + pad + rec + 8))
 		return NULL;
 	if (pad)
 		shm_wr_pad(w);
 	/* announce the bytes about to be overwritten before writing them */
-	atomic_store_explicit(&w->hdr->w.intent, w->pos + 8 + need,
-			      memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	shm_wr_intent(w, w->pos + rec + 8);
 	return w->data + (w->pos & w->mask) + 8;
 }
 
@@ -187,30 +217,30 @@ static inline uint8_t *shm_wr_reserve(struct shm_wr *w, uint64_t need)
  * before the end of the ring and the readers have made room. */
 static inline bool shm_wr_extend(struct shm_wr *w, uint64_t need)
 {
-	if ((w->pos & w->mask) + 8 + need > w->cap ||
-	    !shm_wr_room(w, w->pos + 8 + need + 8))
+	uint64_t rec = shm_rec_len(need);
+
+	if ((w->pos & w->mask) + rec > w->cap || !shm_wr_room(w, w->pos + rec + 8))
 		return false;
-	atomic_store_explicit(&w->hdr->w.intent, w->pos + 8 + need,
-			      memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	shm_wr_intent(w, w->pos + rec + 8);
 	return true;
 }
 /* Publish the open frame of `flen` bytes at w->pos. */
 static inline void shm_wr_publish(struct shm_wr *w, uint32_t flen)
 {
-	uint64_t p = w->pos, end = p + 8 + flen;
+	uint64_t p = w->pos, end = p + shm_rec_len(flen);
 	uint8_t *rec = w->data + (p & w->mask);
 
-	/* clear the following record's tag slot, then release our tag: a
-	 * reader that sees our tag also sees the cleared slot after it */
-	atomic_store_explicit((_Atomic uint64_t *)(w->data + (end & w->mask)), 0,
-			      memory_order_relaxed);
+	if (__builtin_expect(end + 8 > w->zeroed, 0))
+		atomic_store_explicit((_Atomic uint64_t *)(w->data + (end & w->mask)),
+				      0, memory_order_relaxed);
 	atomic_store_explicit((_Atomic uint64_t *)rec, p | SHM_TAG_VALID,
 			      memory_order_release);
 	atomic_store_explicit(&w->hdr->w.latest, p, memory_order_relaxed);
 	atomic_store_explicit(&w->hdr->w.tail, end, memory_order_release);
 	w->pos = end;
 	w->frames++;
+	if (w->zeroed < end + SHM_ZERO_AHEAD / 2)
+		shm_wr_zero_ahead(w);
 }
 
 /* ---- reader -------------------------------------------------------------- */
@@ -255,7 +285,7 @@ static inline enum shm_rd_res shm_rd_next(struct shm_rd *r, const void **frame,
 			uint32_t flen;
 			memcpy(&flen, f + 8, 4);
 			if (__builtin_expect(flen < 24 || (flen & 7) || flen > r->max_frame ||
-					     off + 8 + flen > r->cap, 0)) {
+					     off + shm_rec_len(flen) > r->cap, 0)) {
 				/* a copying reader may be looking at a record
 				 * being overwritten: that is a lap, not damage */
 				if (r->copy && atomic_load_explicit(&r->hdr->w.intent,
@@ -272,7 +302,7 @@ static inline enum shm_rd_res shm_rd_next(struct shm_rd *r, const void **frame,
 					goto lapped;
 				f = r->scratch;
 			}
-			r->pos = p + 8 + flen;
+			r->pos = p + shm_rec_len(flen);
 			*frame = f;
 			*len = flen;
 			return SHM_RD_FRAME;
