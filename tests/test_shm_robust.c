@@ -3,6 +3,7 @@
  * others; a new writer takes over a dead writer's topic; corrupted,
  * truncated and foreign ring files give a clear error, never a crash. */
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,13 +73,21 @@ static void reader_killed_mid_stream_writer_goes_on_within_100ms(void **state)
 	while (flit_pub_receivers(p) < 1 && tl_now_ms() < end)
 		usleep(1000);
 	assert_int_equal(flit_pub_receivers(p), 1);
-	/* fill the ring until the stalled reader holds us back */
+	/* send until the reader has taken its 1000 messages and stalled, then
+	 * fill the ring: a stalled (live) reader holds the writer back */
 	end = tl_now_ms() + 10000;
+	while (flit_pub_send(p, buf, sizeof(buf)) >= 0 && tl_now_ms() < end) {
+		struct pollfd pf = { .fd = pfd[0], .events = POLLIN };
+		if (poll(&pf, 1, 0) == 1)
+			break;
+	}
+	assert_int_equal(read(pfd[0], &c, 1), 1);
 	while ((rc = flit_pub_send(p, buf, sizeof(buf))) == 0 && tl_now_ms() < end)
 		;
 	assert_int_equal(rc, FLIT_BACK_PRESSURED);
-	assert_int_equal(read(pfd[0], &c, 1), 1);
-	assert_int_equal(flit_pub_send(p, buf, sizeof(buf)), FLIT_BACK_PRESSURED);
+	uint64_t t_bp = tl_now_ms();
+	while (tl_now_ms() - t_bp < 50)
+		assert_int_equal(flit_pub_send(p, buf, sizeof(buf)), FLIT_BACK_PRESSURED);
 
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);

@@ -484,6 +484,25 @@ int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
 	return events;
 }
 
+/* Out of line: first frame of a session, or a frame that does not start at
+ * the next expected sequence number (a gap: report it; an overlap: the
+ * walk below drops the duplicates). */
+static __attribute__((noinline)) int rx_resync(struct flit_rx_session *rs,
+					       uint64_t seq)
+{
+	if (!rs->started) {
+		rs->started = true;
+		rs->next_seq = seq;
+		return 0;
+	}
+	if (seq > rs->next_seq) {
+		int events = flit_rx_session_loss(rs, rs->next_seq, seq - rs->next_seq);
+		rs->next_seq = seq;
+		return events;
+	}
+	return 0;
+}
+
 int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		  size_t len)
 {
@@ -502,25 +521,20 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		return -EBADMSG;
 	}
 	ctx->rx.frames_received++;
-	if (FLIT_UNLIKELY(!rs->started)) {
-		rs->started = true;
-		rs->next_seq = h.seq;
-	} else if (FLIT_UNLIKELY(h.seq > rs->next_seq)) {
-		delivered += flit_rx_session_loss(rs, rs->next_seq, h.seq - rs->next_seq);
-		rs->next_seq = h.seq;
-	}
+	if (FLIT_UNLIKELY(h.seq != rs->next_seq || !rs->started))
+		delivered = rx_resync(rs, h.seq);
 
-	struct flit_msg m = {
-		.kind = FLIT_MSG_DATA,
-		.session_id = rs->session_id,
-		.source = rs->source,
-	};
+	struct flit_msg m;
+	m.kind = FLIT_MSG_DATA;
+	m.flags = (h.flags & FLIT_FF_TS) ? FLIT_MSGF_SEND_TS : 0;
+	m.lost = 0;
+	m.session_id = rs->session_id;
+	m.source = rs->source;
+	m.recv_ts_ns = 0;
 	if (rs->rcv_ts) {
 		m.recv_ts_ns = flit_realtime_now();
 		m.flags |= FLIT_MSGF_RECV_TS;
 	}
-	if (h.flags & FLIT_FF_TS)
-		m.flags |= FLIT_MSGF_SEND_TS;
 
 	flit_frame_iter_init(&it, frame, &h);
 	ctx->in_callback++;
@@ -535,6 +549,8 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 			continue;
 		}
 		struct flit_rx_topic *t = &rs->topics[w.topic];
+		if (FLIT_UNLIKELY(!t->nsubs))
+			continue;
 		m.data = w.data;
 		m.len = w.len;
 		m.seq = w.seq;
@@ -542,11 +558,9 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		m.topic = t->name;
 		for (unsigned i = 0; i < t->nsubs; i++)
 			t->subs[i]->fn(t->subs[i], &m, t->subs[i]->arg);
-		if (t->nsubs) {
-			ctx->rx.msgs_received++;
-			ctx->rx.bytes_received += w.len;
-			delivered++;
-		}
+		ctx->rx.msgs_received++;
+		ctx->rx.bytes_received += w.len;
+		delivered++;
 	}
 	ctx->in_callback--;
 	return delivered;

@@ -546,7 +546,27 @@ static int shm_abort(struct flit_tsrc *s)
 
 static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 {
+	struct shm_wr *w = &s->w;
 	void *buf;
+
+	/* fast path: unbatched, nothing open, fits before the ring's end and
+	 * within the readers' limit: write the whole frame and publish */
+	if (FLIT_LIKELY(!s->batch && !w->frame && !w->claim && len <= s->max_msg)) {
+		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
+		uint64_t rec = shm_rec_len(flen), off = w->pos & w->mask;
+		if (FLIT_LIKELY(off + rec <= w->cap && shm_wr_room(w, w->pos + rec + 8))) {
+			shm_wr_intent(w, w->pos + rec + 8);
+			uint8_t *pl = flit_frame_put_single(w->data + off + 8, s->session_id,
+							    w->seq, 0, (uint32_t)len, s->ts,
+							    s->ts ? flit_realtime_now() : 0);
+			memcpy(pl, data, len);
+			w->seq++;
+			w->msgs++;
+			w->bytes += len;
+			shm_wr_publish(w, flen);
+			return 0;
+		}
+	}
 	int rc = shm_claim(s, len, &buf);
 
 	if (FLIT_UNLIKELY(rc))
@@ -870,25 +890,22 @@ static int shm_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	for (struct shm_att *a = tp->atts, *next; a; a = next) {
 		next = a->next;
 		uint64_t start = a->rd.pos;
-		enum shm_rd_res r = SHM_RD_NONE;
-		while (n < limit) {
-			const void *frame;
-			uint32_t len;
-			r = shm_rd_next(&a->rd, &frame, &len);
-			if (FLIT_LIKELY(r == SHM_RD_FRAME)) {
-				int d = fn(arg, a->rs, frame, len);
-				if (d > 0)
-					n += d;
-			} else if (r == SHM_RD_NONE) {
+		const void *frame;
+		uint32_t len;
+		enum shm_rd_res r;
+		while ((r = shm_rd_next(&a->rd, &frame, &len)) == SHM_RD_FRAME) {
+			int d = fn(arg, a->rs, frame, len);
+			if (d > 0 && (n += d) >= limit)
 				break;
-			} else if (r == SHM_RD_CORRUPT) {
-				flit_warn("shm: ring of topic '%s' holds an impossible record at position %llu; detaching",
-					  a->topic, (unsigned long long)a->rd.pos);
-				flit_ctx_rx_counters(tp->ctx)->malformed++;
-				a->corrupt = a->dead = true;
-				break;
-			} /* SHM_RD_LAPPED: resumed at latest; the gap is reported as loss */
 		}
+		if (FLIT_UNLIKELY(r == SHM_RD_CORRUPT)) {
+			flit_warn("shm: ring of topic '%s' holds an impossible record at position %llu; detaching",
+				  a->topic, (unsigned long long)a->rd.pos);
+			flit_ctx_rx_counters(tp->ctx)->malformed++;
+			a->corrupt = a->dead = true;
+		}
+		/* SHM_RD_LAPPED: the reader resumed at `latest`; the core reports
+		 * the gap as loss when the next frame arrives */
 		if (a->rd.pos != start)
 			shm_rd_commit(&a->rd);
 		/* a dead or closed source ends once everything it published
