@@ -159,7 +159,9 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory lib tools
 	$(Q)BUILD=$(BUILD) tools/demo.sh
 
-bench: demo
+bench: deps
+	$(Q)$(MAKE) --no-print-directory lib tools
+	$(Q)BUILD=$(BUILD) ROUNDS=$${ROUNDS:-5} tools/demo.sh
 
 # ---- install -------------------------------------------------------------
 install: all

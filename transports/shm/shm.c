@@ -403,9 +403,14 @@ static int shm_src_open(struct flit_tp *tp, const char *topic,
 
 static void src_publish_open(struct flit_tsrc *s)
 {
-	if (s->w.frame) {
-		shm_wr_publish(&s->w, s->w.flen);
-		s->w.frame = NULL;
+	struct shm_wr *w = &s->w;
+
+	if (w->frame) {
+		flit_st16(w->frame + 6, (uint16_t)w->fcount);
+		flit_st32(w->frame + 8, w->flen);
+		shm_wr_publish(w, w->flen);
+		w->frame = NULL;
+		w->fcount = 0;
 	}
 }
 
@@ -417,7 +422,7 @@ static void shm_src_close(struct flit_tsrc *s)
 		return;
 	if (s->w.claim)
 		s->w.claim = NULL;
-	if (s->w.frame && flit_ld16(s->w.frame + 6))
+	if (s->w.frame && s->w.fcount)
 		src_publish_open(s);
 	atomic_store_explicit(&s->w.hdr->st.closed, 1, memory_order_release);
 	/* remove the name only if it is still ours (not a successor's) */
@@ -473,7 +478,7 @@ static int shm_claim(struct flit_tsrc *s, size_t len, void **buf)
 	mlen = flit_msg_wire_len(len, s->ts);
 	if (w->frame) {
 		/* batching: append to the open frame if it still fits */
-		if (w->flen + mlen <= s->batch_max && flit_ld16(w->frame + 6) < UINT16_MAX &&
+		if (w->flen + mlen <= s->batch_max && w->fcount < UINT16_MAX &&
 		    shm_wr_extend(w, w->flen + mlen)) {
 			m = w->frame + w->flen;
 			goto put;
@@ -491,6 +496,7 @@ static int shm_claim(struct flit_tsrc *s, size_t len, void **buf)
 	flit_frame_begin(w->frame, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0,
 			 s->session_id, w->seq);
 	w->flen = FLIT_FRAME_HDR_LEN;
+	w->fcount = 0;
 	m = w->frame + FLIT_FRAME_HDR_LEN;
 put:
 	w->claim = flit_frame_put_hdr(m, 0, (uint32_t)len, s->ts,
@@ -514,7 +520,10 @@ static int shm_commit(struct flit_tsrc *s, size_t len)
 		memset(payload + flit_align8(len), 0,
 		       flit_align8(w->claim_max) - flit_align8(len));
 	}
-	w->flen = flit_frame_end_msg(w->frame, payload, (uint32_t)len);
+	if (len & 7)
+		memset(payload + len, 0, flit_align8(len) - len);
+	w->flen = (uint32_t)(payload + flit_align8(len) - w->frame);
+	w->fcount++;
 	w->claim = NULL;
 	w->seq++;
 	w->msgs++;
@@ -537,7 +546,7 @@ static int shm_abort(struct flit_tsrc *s)
 	uint8_t *msg = w->frame + w->flen;
 	memset(msg, 0, (size_t)(w->claim + flit_align8(w->claim_max) - msg));
 	w->claim = NULL;
-	if (flit_ld16(w->frame + 6) == 0) {
+	if (w->fcount == 0) {
 		memset(w->frame, 0, FLIT_FRAME_HDR_LEN);
 		w->frame = NULL; /* nothing else in the frame: forget it */
 	}
@@ -564,6 +573,32 @@ static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 			w->msgs++;
 			w->bytes += len;
 			shm_wr_publish(w, flen);
+			return 0;
+		}
+	}
+	/* fast path: append to the open batch frame in place */
+	if (FLIT_LIKELY(s->batch && w->frame && !w->claim && len <= s->max_msg)) {
+		uint32_t mlen = (uint32_t)flit_msg_wire_len(len, s->ts);
+		uint32_t nflen = w->flen + mlen;
+		if (FLIT_LIKELY(nflen <= s->batch_max && w->fcount < UINT16_MAX &&
+				shm_wr_extend(w, nflen))) {
+			uint8_t *m = w->frame + w->flen;
+			flit_st64(m, (uint64_t)(uint32_t)len << 32);
+			uint8_t *pl = m + FLIT_MSG_HDR_LEN;
+			if (s->ts) {
+				flit_st64(pl, flit_realtime_now());
+				pl += FLIT_MSG_TS_LEN;
+			}
+			if (len & 7)
+				flit_st64(pl + (len & ~(size_t)7), 0);
+			memcpy(pl, data, len);
+			w->flen = nflen;
+			w->fcount++;
+			w->seq++;
+			w->msgs++;
+			w->bytes += len;
+			if (nflen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + 8 > s->batch_max)
+				src_publish_open(s);
 			return 0;
 		}
 	}

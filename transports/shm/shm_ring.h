@@ -152,7 +152,9 @@ struct shm_wr {
 	bool paced;
 	/* open frame (batching or claim), written in place at pos */
 	uint8_t *frame;    /* NULL when no frame is open */
-	uint32_t flen;
+	uint32_t flen;     /* open frame's length and message count: kept here and */
+	uint32_t fcount;   /* written to its header on publish (that line is the
+			    * one a caught-up reader spins on) */
 	uint8_t *claim;    /* payload of an open claim */
 	uint32_t claim_max;
 	uint64_t seq;      /* next message's sequence number */
@@ -293,6 +295,10 @@ static inline enum shm_rd_res shm_rd_next(struct shm_rd *r, const void **frame,
 					goto lapped;
 				return SHM_RD_CORRUPT;
 			}
+			/* fetch the frame's other lines in parallel now, rather
+			 * than one miss at a time as the payload is read */
+			for (uint32_t o = 64; o < flen + 8; o += 64)
+				__builtin_prefetch(f + o);
 			if (r->copy) {
 				memcpy(r->scratch, f, flen);
 				atomic_thread_fence(memory_order_acquire);
