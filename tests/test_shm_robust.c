@@ -36,6 +36,7 @@ static flit_sub *ev_sub(flit_ctx *ctx, const char *topic, struct ev *e)
 }
 
 static char logbuf[8192];
+__attribute__((format(printf, 2, 0)))
 static void capture(enum flit_log_level l, const char *fmt, va_list ap)
 {
 	size_t n = strlen(logbuf);

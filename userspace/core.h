@@ -97,8 +97,12 @@ struct flit_rx_session *flit_rx_session_new(struct flit_ctx *ctx,
  * Returns how many subscribers want it (0: the transport may detach). */
 int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 			  const char *name);
-/* End of session: deliver EOS (flags: FLIT_MSGF_SOURCE_DIED or 0), free. */
-void flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
+/* The next message of the session will carry `seq` (when the transport
+ * knows where the receiver joined); gaps after it are reported as loss. */
+void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq);
+/* End of session: deliver EOS (flags: FLIT_MSGF_SOURCE_DIED or 0), free.
+ * Returns the number of EOS events delivered. */
+int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
 /* Report messages [first, first + n) of the session as lost. */
 int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n);
 

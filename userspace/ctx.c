@@ -121,6 +121,7 @@ flit_ctx *flit_ctx_new(const struct flit_ctx_opts *opts)
 		goto fail;
 	if ((err = flit_cfg_context(&ctx->cfg, &ctx->ccfg)))
 		goto fail;
+	flit_log_level_raise(ctx->ccfg.log_level);
 	return ctx;
 fail:
 	flit_cfg_free(&ctx->cfg);
@@ -232,8 +233,10 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 		return flit_err_null(EINVAL, "flit_pub_new: invalid topic name (1..%d printable bytes)", FLIT_TOPIC_MAX);
 	if ((err = opts_check(opts, sizeof(*opts), "flit_pub_opts")))
 		return flit_null(-err);
-	if ((err = flit_cfg_source(&ctx->cfg, topic, OPT(opts, config, NULL), &cfg)))
+	if ((err = flit_cfg_source(&ctx->cfg, topic, OPT(opts, config, NULL), &cfg))) {
+		flit_err_wrap(-err, "publisher '%s'", topic);
 		return flit_null(-err);
+	}
 	tname = OPT(opts, transport, NULL);
 	if (!tname)
 		tname = cfg.transport;
@@ -447,13 +450,20 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 	return topic_bind(rs, t);
 }
 
-void flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
+void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq)
+{
+	rs->started = true;
+	rs->next_seq = seq;
+}
+
+int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
 {
 	flit_ctx *ctx = rs->ctx;
+	int events = 0;
 
 	for (uint32_t i = 0; i < rs->ntopics; i++) {
 		struct flit_rx_topic *t = &rs->topics[i];
-		for (unsigned j = 0; j < t->nsubs; j++)
+		for (unsigned j = 0; j < t->nsubs; j++, events++)
 			deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS,
 				      flags, rs->next_seq, 0);
 		free(t->subs);
@@ -467,6 +477,7 @@ void flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
 		}
 	ctx->rx.sources_left++;
 	free(rs);
+	return events;
 }
 
 int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)

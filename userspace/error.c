@@ -10,6 +10,16 @@
 
 static __thread char errmsg[ERRMSG_LEN];
 static _Atomic(flit_print_fn) print_fn;
+/* Process-wide, like the print callback: the most verbose level any live
+ * context asked for (context.log_level), warn by default. */
+static _Atomic int log_level = FLIT_LOG_WARN;
+
+void flit_log_level_raise(int level)
+{
+	int cur = atomic_load(&log_level);
+	while (level > cur && !atomic_compare_exchange_weak(&log_level, &cur, level))
+		;
+}
 
 flit_print_fn flit_set_print(flit_print_fn fn)
 {
@@ -21,6 +31,7 @@ const char *flit_errmsg(void)
 	return errmsg;
 }
 
+__attribute__((format(printf, 2, 0)))
 static void set_trail(int err, const char *fmt, va_list ap)
 {
 	int n = vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
@@ -70,7 +81,7 @@ void flit_log(enum flit_log_level lvl, const char *fmt, ...)
 	flit_print_fn fn = atomic_load_explicit(&print_fn, memory_order_relaxed);
 	va_list ap;
 
-	if (!fn)
+	if (!fn || (int)lvl > atomic_load_explicit(&log_level, memory_order_relaxed))
 		return;
 	va_start(ap, fmt);
 	fn(lvl, fmt, ap);
@@ -86,7 +97,7 @@ const char *flit_strstatus(int rc)
 	case FLIT_BACK_PRESSURED: return "back-pressured";
 	case FLIT_NOT_CONNECTED: return "not connected";
 	}
-	if (rc < 0)
+	if (rc < 0 && rc > -4096)
 		return strerror(-rc);
 	snprintf(buf, sizeof(buf), "status %d", rc);
 	return buf;

@@ -23,6 +23,9 @@ static inline void *flit_null(int err)
 	return NULL;
 }
 
+/* Let messages up to `level` through to the print callback. */
+void flit_log_level_raise(int level);
+
 void flit_log(enum flit_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define flit_warn(...)  flit_log(FLIT_LOG_WARN, __VA_ARGS__)
 #define flit_info(...)  flit_log(FLIT_LOG_INFO, __VA_ARGS__)

@@ -98,10 +98,12 @@ struct flit_ctx_opts {
 FLIT_API flit_ctx *flit_ctx_new(const struct flit_ctx_opts *opts);
 FLIT_API void flit_ctx_close(flit_ctx *ctx);
 
-/* Busy-poll every transport of the context, delivering at most `limit`
- * messages (limit <= 0: a default batch) to subscriber callbacks on the
- * calling thread.  Also does discovery and liveness housekeeping, cheaply.
- * Returns the number of messages and events delivered, or -errno. */
+/* Busy-poll every transport of the context, delivering messages and events
+ * to subscriber callbacks on the calling thread.  Frames are delivered whole,
+ * so `limit` (<= 0: a default of 256) is where polling stops, not a hard cap:
+ * the frame that reaches it is finished.  Also does discovery and liveness
+ * housekeeping, cheaply.  Returns the number of messages delivered plus the
+ * number of events (one per subscriber), or -errno. */
 FLIT_API int flit_ctx_poll(flit_ctx *ctx, int limit);
 
 /* Counters of one context, all monotonic. */

@@ -236,7 +236,7 @@ static int shm_open_tp(struct flit_ctx *ctx, struct flit_tp **out)
 	return 0;
 }
 
-static void att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags);
+static int att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags);
 
 static void shm_close_tp(struct flit_tp *tp)
 {
@@ -389,6 +389,9 @@ static int shm_src_open(struct flit_tp *tp, const char *topic,
 		s->ino = st.st_ino;
 		shm_wr_init(&s->w, s->map);
 		s->max_msg = s->w.max_frame - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN - FLIT_MSG_TS_LEN;
+		/* a batch frame can be no larger than the ring's largest record */
+		if (s->batch_max > s->w.max_frame)
+			s->batch_max = (uint32_t)s->w.max_frame;
 		if (s->max_msg > FLIT_MSG_LEN_MAX)
 			s->max_msg = FLIT_MSG_LEN_MAX;
 		registry_bump(tp);
@@ -568,7 +571,8 @@ static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 			uint8_t *pl = flit_frame_put_single(w->data + off + 8, s->session_id,
 							    w->seq, 0, (uint32_t)len, s->ts,
 							    s->ts ? flit_realtime_now() : 0);
-			memcpy(pl, data, len);
+			if (len)
+				memcpy(pl, data, len);
 			w->seq++;
 			w->msgs++;
 			w->bytes += len;
@@ -591,7 +595,8 @@ static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 			}
 			if (len & 7)
 				flit_st64(pl + (len & ~(size_t)7), 0);
-			memcpy(pl, data, len);
+			if (len)
+				memcpy(pl, data, len);
 			w->flen = nflen;
 			w->fcount++;
 			w->seq++;
@@ -606,7 +611,8 @@ static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 
 	if (FLIT_UNLIKELY(rc))
 		return rc;
-	memcpy(buf, data, len);
+	if (len)
+		memcpy(buf, data, len);
 	return shm_commit(s, len);
 }
 
@@ -673,8 +679,11 @@ static void mark_stale(struct flit_tp *tp, dev_t dev, ino_t ino)
 	tp->nstale++;
 }
 
-static void att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags)
+/* Returns the number of EOS events delivered. */
+static int att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags)
 {
+	int events = 0;
+
 	for (struct shm_att **pp = &tp->atts; *pp; pp = &(*pp)->next)
 		if (*pp == a) {
 			*pp = a->next;
@@ -686,15 +695,17 @@ static void att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags
 				      memory_order_release);
 	}
 	if (a->rs)
-		flit_rx_session_end(a->rs, eos_flags);
+		events = flit_rx_session_end(a->rs, eos_flags);
 	munmap(a->map, a->map_len);
 	close(a->fd); /* drops our slot lock */
 	free(a->rd.scratch);
 	free(a);
+	return events;
 }
 
-/* Attach to a ring file (fd open, read-write if `writable`).  Returns 0
- * (attached, or skipped because its writer is gone) or -errno with a trail
+/* Attach to a ring file (fd open, read-write if `writable`).  Returns the
+ * number of BOS events delivered (0 when skipped because its writer is gone)
+ * or -errno with a trail
  * naming the file (corrupted, foreign, truncated); such files are remembered
  * and not tried again. */
 static int att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
@@ -770,14 +781,10 @@ static int att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 		goto bad;
 	}
 	uint8_t *scratch = a->rd.scratch;
-	if (writable) {
-		struct shm_slot *sl = shm_slot(a->map, a->slot_idx);
-		uint64_t pos = shm_rd_join((struct shm_hdr *)a->map, sl, gen_state);
-		shm_rd_init(&a->rd, a->map, sl, scratch, copy, pos);
-	} else {
-		shm_rd_init(&a->rd, a->map, NULL, scratch, copy,
-			    atomic_load_explicit(&h->w.tail, memory_order_acquire));
-	}
+	struct shm_slot *sl = writable ? shm_slot(a->map, a->slot_idx) : NULL;
+	uint64_t seq0;
+	uint64_t pos = shm_rd_join((struct shm_hdr *)a->map, sl, gen_state, &seq0);
+	shm_rd_init(&a->rd, a->map, sl, scratch, copy, pos);
 	a->checked_pos = a->rd.pos;
 	a->next_check_ns = flit_monotonic_now() + (uint64_t)a->liveness_ms * 1000000u;
 
@@ -788,13 +795,13 @@ static int att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 		err = -errno;
 		goto bad_slot;
 	}
+	/* we join at seq0: a lap before our first read is loss from there */
+	flit_rx_session_start(a->rs, seq0);
 	a->next = tp->atts;
 	tp->atts = a;
-	if ((err = flit_rx_session_topic(a->rs, 0, a->topic)) < 0) {
+	if ((err = flit_rx_session_topic(a->rs, 0, a->topic)) < 0)
 		att_detach(tp, a, 0);
-		return err;
-	}
-	return 0;
+	return err;
 
 bad_slot:
 	if (a->rd.slot)
@@ -830,16 +837,20 @@ static bool header_topic(int fd, char *out, size_t cap)
 	return true;
 }
 
-/* Scan the directory and attach to every ring a subscriber wants. */
+/* Scan the directory and attach to every ring a subscriber wants.  Returns
+ * the number of BOS events delivered; problems with single files are logged
+ * (and remembered, so they are reported once). */
 static int rescan(struct flit_tp *tp)
 {
 	char topic[FLIT_TOPIC_MAX + 1], path[PATH_MAX + 256];
 	struct dirent *de;
-	int first_err = 0;
+	int events = 0;
 	DIR *d = opendir(tp->dir);
 
-	if (!d)
-		return flit_err(errno, "shm: cannot read directory %s", tp->dir);
+	if (!d) {
+		flit_warn("shm: cannot read directory %s: %s", tp->dir, strerror(errno));
+		return 0;
+	}
 	while ((de = readdir(d))) {
 		struct stat st;
 		bool hashed = de->d_name[0] == '#';
@@ -871,14 +882,13 @@ static int rescan(struct flit_tp *tp)
 			continue;
 		}
 		err = att_open(tp, fd, writable, path, &st);
-		if (err) {
+		if (err < 0)
 			flit_warn("%s", flit_errmsg());
-			if (!first_err)
-				first_err = err;
-		}
+		else
+			events += err;
 	}
 	closedir(d);
-	return first_err;
+	return events;
 }
 
 static int shm_subs_changed(struct flit_tp *tp)
@@ -919,8 +929,8 @@ static int shm_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 
 	if (tp->reg && FLIT_UNLIKELY(atomic_load_explicit(&tp->reg->gen, memory_order_relaxed) != tp->seen_gen)) {
 		tp->seen_gen = atomic_load(&tp->reg->gen);
-		if (tp->ctx && flit_ctx_wants_any(tp->ctx))
-			rescan(tp);
+		if (flit_ctx_wants_any(tp->ctx))
+			n += rescan(tp);
 	}
 	for (struct shm_att *a = tp->atts, *next; a; a = next) {
 		next = a->next;
@@ -948,8 +958,7 @@ static int shm_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 		if (FLIT_UNLIKELY(a->dead) && (r == SHM_RD_NONE || a->corrupt)) {
 			bool died = a->corrupt || !atomic_load(&a->rd.hdr->st.closed);
 			mark_stale(tp, a->dev, a->ino);
-			att_detach(tp, a, died ? FLIT_MSGF_SOURCE_DIED : 0);
-			n++;
+			n += att_detach(tp, a, died ? FLIT_MSGF_SOURCE_DIED : 0);
 		}
 	}
 	if (FLIT_UNLIKELY(++tp->polls >= HOUSEKEEP_POLLS)) {
@@ -960,7 +969,7 @@ static int shm_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 		if (now >= tp->next_scan_ns) {
 			tp->next_scan_ns = now + (uint64_t)tp->discovery_ms * 1000000u;
 			if (flit_ctx_wants_any(tp->ctx))
-				rescan(tp);
+				n += rescan(tp);
 		}
 	}
 	return n;

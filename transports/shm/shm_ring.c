@@ -104,6 +104,8 @@ void shm_wr_init(struct shm_wr *w, void *mem)
 	w->pos = atomic_load(&h->w.tail);
 	w->zeroed = w->pos;
 	w->intent = atomic_load(&h->w.intent);
+	w->gen = atomic_load(&h->w.gen);
+	w->seq = atomic_load(&h->w.next_seq);
 	shm_wr_refresh_limit(w);
 }
 
@@ -137,7 +139,7 @@ void shm_wr_pad(struct shm_wr *w)
 			      w->pos | SHM_TAG_VALID | SHM_TAG_PAD,
 			      memory_order_release);
 	w->pos = end;
-	atomic_store_explicit(&w->hdr->w.tail, w->pos, memory_order_release);
+	shm_wr_state(w, end, ~0ull);
 }
 
 void shm_wr_zero_ahead(struct shm_wr *w)
@@ -182,16 +184,37 @@ void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
 	r->pos = pos;
 }
 
-uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state)
+/* Consistent (tail, next_seq) snapshot; bounded retries, then the last
+ * read (a writer that stops mid-update — it died — leaves gen odd). */
+static uint64_t tail_snapshot(const struct shm_hdr *hdr, uint64_t *seq)
 {
-	uint64_t t = atomic_load_explicit(&hdr->w.tail, memory_order_acquire);
+	uint64_t t = 0;
 
+	for (int i = 0; i < 1000; i++) {
+		uint64_t g1 = atomic_load_explicit(&hdr->w.gen, memory_order_acquire);
+		t = atomic_load_explicit(&hdr->w.tail, memory_order_relaxed);
+		*seq = atomic_load_explicit(&hdr->w.next_seq, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (!(g1 & 1) && atomic_load_explicit(&hdr->w.gen, memory_order_relaxed) == g1)
+			break;
+	}
+	return t;
+}
+
+uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state,
+		     uint64_t *seq)
+{
+	uint64_t t;
+
+	if (!slot)
+		return tail_snapshot(hdr, seq);
+	t = atomic_load_explicit(&hdr->w.tail, memory_order_acquire);
 	atomic_store_explicit(&slot->pos, t, memory_order_relaxed);
 	atomic_store_explicit(&slot->state, gen_state, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
 	/* a writer that computed its limit without seeing us computed it from
 	 * a tail no later than this one, so starting here is safe */
-	t = atomic_load_explicit(&hdr->w.tail, memory_order_acquire);
+	t = tail_snapshot(hdr, seq);
 	atomic_store_explicit(&slot->pos, t, memory_order_release);
 	atomic_fetch_add(&hdr->r.readers_gen, 1);
 	return t;

@@ -9,7 +9,7 @@
  *
  *   0x000  geometry, written once by the writer before the file is published,
  *          protected by a check value (struct shm_geom)
- *   0x200  writer line: tail, latest, intent         (written per record)
+ *   0x200  writer line: tail, latest, intent, start  (written per record)
  *   0x240  status line: closed flag, writer pid      (written rarely)
  *   0x280  readers_gen line
  *   0x400  reader slots, one 64-byte line each: state word, position
@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SHM_MAGIC        0x314d48535449464cull /* "LFITSHM1" little-endian */
 #define SHM_VERSION      1u
@@ -86,6 +87,8 @@ struct shm_writer_line {
 	_Atomic uint64_t latest; /* start of the last committed frame record */
 	_Atomic uint64_t intent; /* end of the record being written */
 	_Atomic uint64_t start;  /* position of the first record (for readers) */
+	_Atomic uint64_t next_seq; /* sequence number of the message at tail */
+	_Atomic uint64_t gen;    /* odd while tail/latest/next_seq change */
 } __attribute__((aligned(64)));
 
 struct shm_status_line {
@@ -159,6 +162,7 @@ struct shm_wr {
 	uint32_t claim_max;
 	uint64_t seq;      /* next message's sequence number */
 	uint64_t readers_gen;
+	uint64_t gen;      /* our copy of hdr->w.gen */
 	/* counters */
 	uint64_t msgs, bytes, frames, back_pressured;
 };
@@ -226,6 +230,19 @@ static inline bool shm_wr_extend(struct shm_wr *w, uint64_t need)
 	shm_wr_intent(w, w->pos + rec + 8);
 	return true;
 }
+/* Update tail (and latest, unless ~0) and next_seq as one consistent
+ * snapshot for joining readers (a seqlock on the writer's own line). */
+static inline void shm_wr_state(struct shm_wr *w, uint64_t tail, uint64_t latest)
+{
+	atomic_store_explicit(&w->hdr->w.gen, ++w->gen, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	if (latest != ~0ull)
+		atomic_store_explicit(&w->hdr->w.latest, latest, memory_order_relaxed);
+	atomic_store_explicit(&w->hdr->w.next_seq, w->seq, memory_order_relaxed);
+	atomic_store_explicit(&w->hdr->w.tail, tail, memory_order_relaxed);
+	atomic_store_explicit(&w->hdr->w.gen, ++w->gen, memory_order_release);
+}
+
 /* Publish the open frame of `flen` bytes at w->pos. */
 static inline void shm_wr_publish(struct shm_wr *w, uint32_t flen)
 {
@@ -237,8 +254,7 @@ static inline void shm_wr_publish(struct shm_wr *w, uint32_t flen)
 				      0, memory_order_relaxed);
 	atomic_store_explicit((_Atomic uint64_t *)rec, p | SHM_TAG_VALID,
 			      memory_order_release);
-	atomic_store_explicit(&w->hdr->w.latest, p, memory_order_relaxed);
-	atomic_store_explicit(&w->hdr->w.tail, end, memory_order_release);
+	shm_wr_state(w, end, p);
 	w->pos = end;
 	w->frames++;
 	if (w->zeroed < end + SHM_ZERO_AHEAD / 2)
@@ -268,8 +284,11 @@ enum shm_rd_res {
  * from shm_rd_join(). */
 void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
 		 uint8_t *scratch, bool copy, uint64_t pos);
-/* Claim-time join protocol for a slot: returns the position to start at. */
-uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state);
+/* Claim-time join protocol for a slot: returns the position to start at and
+ * in *seq the sequence number of the message there.  slot NULL: a passive
+ * reader, which only takes the snapshot. */
+uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state,
+		     uint64_t *seq);
 
 /* Next record.  Advances r->pos past it (the caller publishes positions with
  * shm_rd_commit() after delivery, so a paced writer cannot overwrite a frame
