@@ -796,7 +796,8 @@ static int att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 		goto bad_slot;
 	}
 	/* we join at seq0: a lap before our first read is loss from there */
-	flit_rx_session_start(a->rs, seq0);
+	if (seq0 != SHM_SEQ_UNKNOWN)
+		flit_rx_session_start(a->rs, seq0);
 	a->next = tp->atts;
 	tp->atts = a;
 	if ((err = flit_rx_session_topic(a->rs, 0, a->topic)) < 0)

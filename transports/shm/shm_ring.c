@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* Ring set-up, validation and the writer's slow paths (see shm_ring.h). */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "shm/shm_ring.h"
@@ -184,21 +186,34 @@ void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
 	r->pos = pos;
 }
 
-/* Consistent (tail, next_seq) snapshot; bounded retries, then the last
- * read (a writer that stops mid-update — it died — leaves gen odd). */
+/* Consistent (tail, next_seq) snapshot.  A writer preempted mid-update
+ * holds it for as long as the scheduler likes, so retry for up to a second;
+ * a writer that never finishes died mid-update: then *seq = SHM_SEQ_UNKNOWN
+ * (the session takes its first frame's sequence number). */
 static uint64_t tail_snapshot(const struct shm_hdr *hdr, uint64_t *seq)
 {
-	uint64_t t = 0;
+	struct timespec ts;
+	uint64_t t, deadline = 0;
 
-	for (int i = 0; i < 1000; i++) {
+	for (unsigned i = 1;; i++) {
 		uint64_t g1 = atomic_load_explicit(&hdr->w.gen, memory_order_acquire);
 		t = atomic_load_explicit(&hdr->w.tail, memory_order_relaxed);
 		*seq = atomic_load_explicit(&hdr->w.next_seq, memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
 		if (!(g1 & 1) && atomic_load_explicit(&hdr->w.gen, memory_order_relaxed) == g1)
-			break;
+			return t;
+		if (i % 1024 == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+			if (!deadline) {
+				deadline = now + 1000000000u;
+			} else if (now > deadline) {
+				*seq = SHM_SEQ_UNKNOWN;
+				return atomic_load_explicit(&hdr->w.tail, memory_order_acquire);
+			}
+			sched_yield();
+		}
 	}
-	return t;
 }
 
 uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state,

@@ -284,8 +284,10 @@ enum shm_rd_res {
  * from shm_rd_join(). */
 void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
 		 uint8_t *scratch, bool copy, uint64_t pos);
+#define SHM_SEQ_UNKNOWN UINT64_MAX
 /* Claim-time join protocol for a slot: returns the position to start at and
- * in *seq the sequence number of the message there.  slot NULL: a passive
+ * in *seq the sequence number of the message there (SHM_SEQ_UNKNOWN if the
+ * writer died in the middle of publishing).  slot NULL: a passive
  * reader, which only takes the snapshot. */
 uint64_t shm_rd_join(struct shm_hdr *hdr, struct shm_slot *slot, uint32_t gen_state,
 		     uint64_t *seq);
