@@ -47,11 +47,7 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 
 static flit_sub *sub_new(flit_ctx *ctx, const char *topic, struct rx *r)
 {
-	FLIT_OPTS(flit_sub_opts, so, .on_msg = on_msg, .arg = r);
-	flit_sub *s = flit_sub_new(ctx, topic, &so);
-	if (!s)
-		fprintf(stderr, "flit_sub_new: %s\n", flit_errmsg());
-	return s;
+	return tl_sub(ctx, topic, on_msg, r);
 }
 
 /* A callback that records nothing but the arg it was handed. */

@@ -31,8 +31,7 @@ static void on_ev(flit_sub *sub, const struct flit_msg *m, void *arg)
 
 static flit_sub *ev_sub(flit_ctx *ctx, const char *topic, struct ev *e)
 {
-	FLIT_OPTS(flit_sub_opts, so, .on_msg = on_ev, .arg = e);
-	return flit_sub_new(ctx, topic, &so);
+	return tl_sub(ctx, topic, on_ev, e);
 }
 
 static char logbuf[8192];

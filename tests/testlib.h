@@ -77,6 +77,17 @@ static inline flit_ctx *tl_ctx(const char *extra)
 	return ctx;
 }
 
+/* A subscriber with callback fn(arg); reports why on stderr if it fails. */
+static inline flit_sub *tl_sub(flit_ctx *ctx, const char *topic, flit_msg_fn fn,
+			       void *arg)
+{
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = fn, .arg = arg);
+	flit_sub *s = flit_sub_new(ctx, topic, &so);
+	if (!s)
+		fprintf(stderr, "flit_sub_new(%s): %s\n", topic, flit_errmsg());
+	return s;
+}
+
 /* Poll ctx until *flag becomes true or ms pass; returns the flag. */
 static inline int tl_poll_until(flit_ctx *ctx, volatile int *flag, unsigned ms)
 {

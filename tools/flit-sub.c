@@ -70,24 +70,7 @@ static void print_payload(FILE *f, const unsigned char *p, size_t len,
 	size_t n = len < max ? len : max;
 
 	fputc('"', f);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = p[i];
-
-		switch (c) {
-		case '"':  fputs("\\\"", f); break;
-		case '\\': fputs("\\\\", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\r': fputs("\\r", f); break;
-		case '\t': fputs("\\t", f); break;
-		default:
-			if (c >= 0x20 && c < 0x7f)
-				fputc(c, f);
-			else if (json)
-				fprintf(f, "\\u%04x", c);
-			else
-				fprintf(f, "\\x%02x", c);
-		}
-	}
+	tool_escape(f, p, n, TOOL_ESC_HIGH | (json ? TOOL_ESC_JSON : 0));
 	fputc('"', f);
 	if (n < len && !json)
 		fprintf(f, "...(+%zu bytes)", len - n);

@@ -487,23 +487,33 @@ void tool_result_init(struct tool_result *r, const char *tool)
 	r->msgs_per_sec = -1;
 }
 
-void tool_json_str(FILE *f, const char *s)
+void tool_escape(FILE *f, const void *data, size_t len, unsigned flags)
 {
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = p[i];
+		switch (c) {
 		case '"':  fputs("\\\"", f); break;
 		case '\\': fputs("\\\\", f); break;
 		case '\n': fputs("\\n", f); break;
 		case '\r': fputs("\\r", f); break;
 		case '\t': fputs("\\t", f); break;
 		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(f, "\\u%04x", *p);
+			if (c >= 0x20 && c != 0x7f && (c < 0x80 || !(flags & TOOL_ESC_HIGH)))
+				fputc(c, f);
+			else if (flags & TOOL_ESC_JSON)
+				fprintf(f, "\\u%04x", c);
 			else
-				fputc(*p, f);
+				fprintf(f, "\\x%02x", c);
 		}
 	}
+}
+
+void tool_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	tool_escape(f, s, strlen(s), TOOL_ESC_JSON);
 	fputc('"', f);
 }
 

@@ -179,6 +179,12 @@ void tool_result_init(struct tool_result *r, const char *tool);
 /* One JSON object and a newline (adds "load" from /proc/loadavg). */
 void tool_json_print(FILE *f, const struct tool_result *r);
 /* A JSON string literal, escaped. */
+/* Write len bytes escaped for a quoted string: quotes, backslashes and
+ * control bytes always; bytes >= 0x80 too with TOOL_ESC_HIGH (binary data);
+ * as \u00XX with TOOL_ESC_JSON, else as \xXX. */
+#define TOOL_ESC_JSON 1u
+#define TOOL_ESC_HIGH 2u
+void tool_escape(FILE *f, const void *data, size_t len, unsigned flags);
 void tool_json_str(FILE *f, const char *s);
 
 /* The latency table: header, then one row per result (ns). */
