@@ -148,6 +148,14 @@ static inline void flit_frame_begin(void *buf, uint8_t type, uint16_t flags,
 	flit_st64(p + 16, seq);
 }
 
+/* Zero the padding of a `len`-byte payload at pl by clearing its last
+ * 8-byte word; call before copying the payload in. */
+static inline void flit_zero_pad(uint8_t *pl, uint32_t len)
+{
+	if (len & 7)
+		flit_st64(pl + (len & ~7u), 0);
+}
+
 /* Write the header of a complete one-message DATA frame at f (8-aligned) and
  * return the payload pointer; the frame is FLIT_FRAME_HDR_LEN +
  * flit_msg_wire_len(len, ts) bytes.  The padding word after the payload is
@@ -168,8 +176,7 @@ static inline uint8_t *flit_frame_put_single(uint8_t *f, uint32_t session_id,
 	flit_st64(f + 24, (uint64_t)topic | (uint64_t)len << 32);
 	if (has_ts)
 		flit_st64(f + 32, ts);
-	if (len & 7)
-		flit_st64(pl + (len & ~7u), 0);
+	flit_zero_pad(pl, len);
 	return pl;
 }
 

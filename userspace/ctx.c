@@ -96,6 +96,8 @@ static int opts_check(const void *opts, size_t known, const char *what)
 
 /* ---- context ------------------------------------------------------------ */
 
+static int subs_changed(flit_ctx *ctx);
+
 flit_ctx *flit_ctx_new(const struct flit_ctx_opts *opts)
 {
 	flit_ctx *ctx;
@@ -134,8 +136,17 @@ void flit_ctx_close(flit_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	while (ctx->subs)
-		flit_sub_close(ctx->subs);
+	/* unbind every subscriber in one pass (one rescan, not one per
+	 * subscriber); no events are delivered to them */
+	flit_sub *subs = ctx->subs;
+	ctx->subs = NULL;
+	if (subs)
+		subs_changed(ctx);
+	while (subs) {
+		flit_sub *next = subs->next;
+		free(subs);
+		subs = next;
+	}
 	while (ctx->pubs)
 		flit_pub_close(ctx->pubs);
 	for (unsigned i = 0; i < NTRANSPORTS; i++)

@@ -261,6 +261,16 @@ static uint32_t new_session_id(void)
 	return id;
 }
 
+/* Undo create_ring()'s mapping and descriptor (the name is the caller's). */
+static void ring_unmap(struct flit_tsrc *s)
+{
+	if (s->map)
+		munmap(s->map, s->map_len);
+	s->map = NULL;
+	close(s->fd);
+	s->fd = -1;
+}
+
 /* Create, initialise and lock a fresh ring file at tmp. */
 static int create_ring(struct flit_tsrc *s, const char *tmp, const char *topic,
 		       const struct flit_cfg_source *cfg)
@@ -292,14 +302,9 @@ static int create_ring(struct flit_tsrc *s, const char *tmp, const char *topic,
 				 cfg->shm_mode, s->session_id, topic, 0)))
 		goto fail;
 	((struct shm_hdr *)s->map)->st.writer_pid = (uint32_t)getpid();
-	((struct shm_hdr *)s->map)->geom.create_ns = 0;
 	return 0;
 fail:
-	if (s->map)
-		munmap(s->map, s->map_len);
-	s->map = NULL;
-	close(s->fd);
-	s->fd = -1;
+	ring_unmap(s);
 	unlink(tmp);
 	return err;
 }
@@ -371,15 +376,12 @@ static int shm_src_open(struct flit_tp *tp, const char *topic,
 			unlink(tmp);
 		}
 		if (err == -EEXIST) { /* another writer won the race; look again */
-			munmap(s->map, s->map_len);
-			close(s->fd);
-			s->fd = -1;
+			ring_unmap(s);
 			continue;
 		}
 		if (err) {
 			err = flit_err(-err, "shm: cannot publish %s", s->path);
-			munmap(s->map, s->map_len);
-			close(s->fd);
+			ring_unmap(s);
 			unlink(tmp);
 			break;
 		}
@@ -404,6 +406,20 @@ static int shm_src_open(struct flit_tp *tp, const char *topic,
 	return err;
 }
 
+/* Account one message taken by the source. */
+static inline void count_msg(struct shm_wr *w, size_t len)
+{
+	w->seq++;
+	w->msgs++;
+	w->bytes += len;
+}
+
+/* No further message (even an empty one) fits in the open batch frame. */
+static inline bool batch_full(const struct flit_tsrc *s)
+{
+	return s->w.flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + 8 > s->batch_max;
+}
+
 static void src_publish_open(struct flit_tsrc *s)
 {
 	struct shm_wr *w = &s->w;
@@ -423,8 +439,7 @@ static void shm_src_close(struct flit_tsrc *s)
 
 	if (!s)
 		return;
-	if (s->w.claim)
-		s->w.claim = NULL;
+	s->w.claim = NULL;
 	if (s->w.frame && s->w.fcount)
 		src_publish_open(s);
 	atomic_store_explicit(&s->w.hdr->st.closed, 1, memory_order_release);
@@ -528,12 +543,10 @@ static int shm_commit(struct flit_tsrc *s, size_t len)
 	w->flen = (uint32_t)(payload + flit_align8(len) - w->frame);
 	w->fcount++;
 	w->claim = NULL;
-	w->seq++;
-	w->msgs++;
-	w->bytes += len;
+	count_msg(w, len);
 	/* unbatched: every message is its own frame; batched: publish when no
 	 * further message could fit */
-	if (!s->batch || w->flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + 8 > s->batch_max)
+	if (!s->batch || batch_full(s))
 		src_publish_open(s);
 	return 0;
 }
@@ -573,9 +586,7 @@ static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 							    s->ts ? flit_realtime_now() : 0);
 			if (len)
 				memcpy(pl, data, len);
-			w->seq++;
-			w->msgs++;
-			w->bytes += len;
+			count_msg(w, len);
 			shm_wr_publish(w, flen);
 			return 0;
 		}
@@ -586,23 +597,15 @@ static int shm_send(struct flit_tsrc *s, const void *data, size_t len)
 		uint32_t nflen = w->flen + mlen;
 		if (FLIT_LIKELY(nflen <= s->batch_max && w->fcount < UINT16_MAX &&
 				shm_wr_extend(w, nflen))) {
-			uint8_t *m = w->frame + w->flen;
-			flit_st64(m, (uint64_t)(uint32_t)len << 32);
-			uint8_t *pl = m + FLIT_MSG_HDR_LEN;
-			if (s->ts) {
-				flit_st64(pl, flit_realtime_now());
-				pl += FLIT_MSG_TS_LEN;
-			}
-			if (len & 7)
-				flit_st64(pl + (len & ~(size_t)7), 0);
+			uint8_t *pl = flit_frame_put_hdr(w->frame + w->flen, 0, (uint32_t)len,
+							 s->ts, s->ts ? flit_realtime_now() : 0);
+			flit_zero_pad(pl, (uint32_t)len);
 			if (len)
 				memcpy(pl, data, len);
 			w->flen = nflen;
 			w->fcount++;
-			w->seq++;
-			w->msgs++;
-			w->bytes += len;
-			if (nflen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + 8 > s->batch_max)
+			count_msg(w, len);
+			if (batch_full(s))
 				src_publish_open(s);
 			return 0;
 		}
@@ -901,7 +904,8 @@ static int shm_subs_changed(struct flit_tp *tp)
 		if (!flit_ctx_wants(tp->ctx, a->topic))
 			att_detach(tp, a, 0);
 	}
-	rescan(tp);
+	if (flit_ctx_wants_any(tp->ctx))
+		rescan(tp);
 	return 0;
 }
 
