@@ -36,6 +36,9 @@ LDFLAGS_ALL  := $(SANFLAGS) -pthread $(LDFLAGS)
 LIBBPF_CFLAGS := $(shell $(PKG_CONFIG) --cflags libbpf 2>/dev/null)
 LIBBPF_LIBS   := $(shell $(PKG_CONFIG) --libs libbpf 2>/dev/null)
 CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+URING_LIBS    := $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null || echo -luring)
+# what the library itself needs at link time (also Libs.private of flit.pc)
+LIB_LIBS      := $(URING_LIBS)
 
 ifeq ($(V),1)
 Q :=
@@ -90,7 +93,7 @@ $(BUILD)/%.o: %.c $(LIB_HDRS) $(wildcard tools/*.h) | $(BPF_SKELS)
 $(SHLIB): $(LIB_OBJS) userspace/libflit.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=userspace/libflit.map \
-		-Wl,-z,defs $(LDFLAGS_ALL) -o $@ $(LIB_OBJS)
+		-Wl,-z,defs $(LDFLAGS_ALL) -o $@ $(LIB_OBJS) $(LIB_LIBS)
 	$(Q)ln -sf libflit.so.$(VERSION) $(BUILD)/$(SONAME)
 	$(Q)ln -sf $(SONAME) $(BUILD)/libflit.so
 
@@ -106,7 +109,7 @@ $(BUILD)/flit.pc: flit.pc.in Makefile
 # Tools link the static library: no PLT on the hot path, run from the tree.
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(TOOL_OBJS) $(STLIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(TOOL_OBJS) $(STLIB) -lm
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(TOOL_OBJS) $(STLIB) $(LIB_LIBS) -lm
 
 # ---- BPF: vmlinux.h from the running kernel's BTF, objects, skeletons -----
 $(BUILD)/bpf/vmlinux.h:
@@ -128,7 +131,7 @@ $(BUILD)/tests/%: tests/%.c $(STLIB) $(wildcard tests/*.h) $(BPF_SKELS)
 	$(call msg,TEST,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) $(LIBBPF_CFLAGS) $< -o $@ \
-		$(LDFLAGS_ALL) $(STLIB) $(CMOCKA_LIBS) $(LIBBPF_LIBS) -lm
+		$(LDFLAGS_ALL) $(STLIB) $(LIB_LIBS) $(CMOCKA_LIBS) $(LIBBPF_LIBS) -lm
 
 TEST_TIMEOUT ?= 120
 check: deps
@@ -145,7 +148,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(LIB_HDRS)
 	$(call msg,FUZZ,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $< \
-		$(filter userspace/%,$(LIB_SRCS)) $(filter transports/%,$(LIB_SRCS)) -pthread -o $@
+		$(filter userspace/%,$(LIB_SRCS)) $(filter transports/%,$(LIB_SRCS)) -pthread $(LIB_LIBS) -o $@
 fuzz: $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_NAMES); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$f; \

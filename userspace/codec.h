@@ -24,12 +24,20 @@
 
 enum flit_frame_type {
 	FLIT_FT_DATA = 1,
-	/* 2..15 reserved for heartbeats, NAKs and resolution (docs/PROTOCOL.md) */
+	/* control frames (userspace/ctl.h, docs/PROTOCOL.md) */
+	FLIT_FT_HB = 2,    /* session heartbeat: next seq and retention trail */
+	FLIT_FT_NAK = 3,   /* receiver -> source: ranges to retransmit */
+	FLIT_FT_NCF = 4,   /* source -> receivers: NAK confirmation per range */
+	FLIT_FT_INFO = 5,  /* session advertisement: addresses and topics */
+	FLIT_FT_QUERY = 6, /* who publishes these topics / this session? */
+	FLIT_FT_JOIN = 7,  /* unicast receiver registers with (or leaves) a source */
+	/* 8..15 reserved */
 };
 
-/* frame flags */
+/* DATA frame flags */
 #define FLIT_FF_TS        0x0001u /* every message carries a send timestamp */
-#define FLIT_FF_KNOWN     (FLIT_FF_TS)
+#define FLIT_FF_RETX      0x0002u /* a retransmission (same bytes otherwise) */
+#define FLIT_FF_KNOWN     (FLIT_FF_TS | FLIT_FF_RETX)
 
 #define FLIT_FRAME_HDR_LEN 24u
 #define FLIT_MSG_HDR_LEN   8u

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Datagram I/O for the udp transport, behind one small interface with two
+ * backends: plain sockets (recvmmsg/sendmmsg, MSG_DONTWAIT) and io_uring
+ * (liburing; IORING_SETUP_DEFER_TASKRUN + SINGLE_ISSUER where the kernel has
+ * them, else plain setup, reported by flit_udp_io_describe()).  Never
+ * blocks.  An optional impairment layer (loss, duplication, reordering,
+ * delay of received datagrams, seeded) wraps either backend for tests: the
+ * "wrapping transport" of DESIGN.md, not an #ifdef in the real path.
+ *
+ * Receive gives views of datagrams in buffers the io object owns; they are
+ * valid until the next flit_udp_io_recv() or close on the same object.
+ */
+#ifndef FLIT_UDP_IO_H
+#define FLIT_UDP_IO_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum flit_udp_backend {
+	FLIT_UDP_SOCKETS = 0,
+	FLIT_UDP_URING = 1,
+};
+
+/* Receive-side impairment (all zero: off).  Percentages in 1/100 %. */
+struct flit_udp_impair {
+	uint32_t loss_bp;      /* drop with this probability (basis points) */
+	uint32_t dup_bp;       /* deliver twice */
+	uint32_t reorder_bp;   /* hold back and deliver after the next 1..8 */
+	uint64_t seed;
+};
+
+struct flit_udp_io_cfg {
+	enum flit_udp_backend backend;
+	unsigned batch;        /* datagrams per recv/send syscall, 1..256 */
+	unsigned dgram_max;    /* largest datagram received, bytes (<= 65507) */
+	bool timestamps;       /* SO_TIMESTAMPING rx software (+hardware when
+				* the NIC has a clock; see rx_ts_hw) */
+	struct flit_udp_impair impair;
+};
+
+struct flit_udp_dgram {
+	void *buf;
+	uint32_t len;
+	struct sockaddr_in addr;  /* recv: sender; send: destination */
+	uint64_t rx_ts_ns;        /* CLOCK_REALTIME software stamp, 0 none */
+	uint64_t rx_ts_hw_ns;     /* NIC (PHC) raw hardware stamp, 0 none */
+};
+
+struct flit_udp_io_stats {
+	uint64_t rx_dgrams, rx_bytes, rx_truncated;
+	uint64_t tx_dgrams, tx_bytes, tx_errors, tx_eagain;
+	uint64_t syscalls;
+	uint64_t impair_dropped, impair_duplicated, impair_reordered;
+};
+
+struct flit_udp_io;
+
+/* Wrap a UDP socket (non-blocking is set here); the io object owns fd from
+ * now on, even on failure.  0 or -errno (-EOPNOTSUPP: io_uring not usable
+ * here, with a trail saying why). */
+int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg,
+		     struct flit_udp_io **out);
+void flit_udp_io_close(struct flit_udp_io *io);
+int flit_udp_io_fd(const struct flit_udp_io *io);
+
+/* Receive up to n datagrams without blocking: fills d[0..ret) (buf points
+ * into the io object's buffers) and returns how many (0: none waiting), or
+ * -errno.  A datagram larger than dgram_max is dropped and counted as
+ * truncated. */
+int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d,
+		     unsigned n);
+/* Send n datagrams (buf, len, addr) without blocking; the data is copied or
+ * handed to the kernel before this returns.  Returns how many were taken
+ * (fewer than n when the socket buffer is full: the rest were not sent), or
+ * -errno if the first one failed for another reason than EAGAIN. */
+int flit_udp_io_send(struct flit_udp_io *io, const struct flit_udp_dgram *d,
+		     unsigned n);
+void flit_udp_io_stats(const struct flit_udp_io *io,
+		       struct flit_udp_io_stats *out);
+/* "sockets", "io_uring (defer_taskrun, single_issuer)", ... */
+const char *flit_udp_io_describe(const struct flit_udp_io *io);
+
+/* Parse "loss=5%,dup=1%,reorder=2%,seed=7" (percent with up to two
+ * decimals; any subset, any order).  0 or -EINVAL (with a trail). */
+int flit_udp_impair_parse(const char *s, struct flit_udp_impair *out);
+
+#endif /* FLIT_UDP_IO_H */

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Control frames of the flit wire protocol: heartbeats, NAKs, NAK
+ * confirmations, session advertisements, queries and unicast joins.  They
+ * share the 24-byte frame header of DATA frames (codec.h); the body depends
+ * on the type.  Byte-by-byte layout: docs/PROTOCOL.md, "Control frames".
+ * All integers little-endian; IPv4 addresses are 4 bytes in network order
+ * (as in struct in_addr), i.e. the dotted quad in order.
+ *
+ * Decoding is two-step, as for DATA: flit_ctl_check() validates every
+ * length, count and reserved field of a whole frame against the buffer; only
+ * a frame it accepted may be read with the accessors below.
+ */
+#ifndef FLIT_CTL_H
+#define FLIT_CTL_H
+
+#include "codec.h"
+
+/* ranges per NAK/NCF frame this library sends (a 1472-byte datagram holds 90) */
+#define FLIT_CTL_RANGES_MAX 64
+/* names per INFO/QUERY frame this library sends */
+#define FLIT_CTL_NAMES_MAX  16
+
+/* JOIN flags */
+#define FLIT_JF_LEAVE 0x0001u
+
+/* INFO session modes */
+enum flit_ctl_mode {
+	FLIT_MODE_MCAST = 1,   /* data to a multicast group */
+	FLIT_MODE_UNICAST = 2, /* data to each joined receiver */
+};
+
+/* NCF per-range status */
+enum flit_ncf_status {
+	FLIT_NCF_RETX = 0,   /* will be retransmitted (suppress your NAK) */
+	FLIT_NCF_GONE = 1,   /* no longer retained: unrecoverable */
+	FLIT_NCF_FUTURE = 2, /* never sent: the NAK was bogus */
+};
+
+/* A range of message sequence numbers [first, first + n), n >= 1. */
+struct flit_seq_range {
+	uint64_t first;
+	uint32_t n;
+	uint32_t status;   /* NCF: enum flit_ncf_status; NAK: 0 */
+};
+
+/* QUERY name kinds (also used for INFO topic entries: always EXACT) */
+enum flit_ctl_name_kind {
+	FLIT_NAME_EXACT = 0,
+	FLIT_NAME_PATTERN = 1, /* fnmatch(3) pattern, flags 0 */
+};
+
+/* A name entry of an INFO (topic of the session) or QUERY frame.  On
+ * decode, name points into the frame and is NOT NUL-terminated. */
+struct flit_ctl_name {
+	uint32_t idx;      /* INFO: topic index used in DATA frames; QUERY: 0 */
+	uint8_t kind;      /* enum flit_ctl_name_kind */
+	uint16_t len;      /* 1..FLIT_TOPIC_MAX (255) */
+	const char *name;
+};
+
+/* The fixed part of an INFO frame. */
+struct flit_ctl_info {
+	uint32_t domain;      /* flit_domain_id() of the source's domain */
+	uint8_t mode;         /* enum flit_ctl_mode */
+	uint16_t data_port;   /* MCAST: group port; UNICAST: = ctl_port */
+	uint32_t data_addr;   /* MCAST: group (network order); UNICAST: 0 */
+	uint32_t ctl_addr;    /* where NAKs/queries/joins go; 0 = the
+			       * datagram's source address */
+	uint16_t ctl_port;    /* 0 = the datagram's source port */
+	uint32_t pid;         /* the source's process id (diagnostics) */
+};
+
+/* FNV-1a 32 of a domain name: the domain id carried by INFO/QUERY/JOIN. */
+uint32_t flit_domain_id(const char *domain);
+
+/* Validate a whole control frame (type 2..7) in buf[0..buflen): header
+ * (magic, version, known type, flags known for the type, len aligned and
+ * <= buflen), then the body: sizes implied by count, reserved bytes zero,
+ * each range n >= 1 and first + n without overflow, names 1..255 bytes,
+ * name padding zero, INFO mode known, and the frame ends exactly at len.
+ * Returns FLIT_FE_OK and fills *h, or why it was refused.  A DATA frame
+ * gives FLIT_FE_TYPE (use flit_frame_check()). */
+enum flit_frame_err flit_ctl_check(const void *buf, size_t buflen,
+				   struct flit_frame_hdr *h);
+
+/* ---- encoders: return the frame length, or 0 if it does not fit in cap
+ * (or an argument is out of range: n == 0 for ranges, a name of length 0
+ * or > 255, more than 65535 entries).  buf must be 8-byte aligned. ---- */
+
+/* HB: seq = next sequence number the source will send; trail = oldest
+ * sequence number still retained (trail <= next). */
+size_t flit_ctl_hb_encode(void *buf, size_t cap, uint32_t session,
+			  uint64_t next, uint64_t trail);
+/* NAK (type FLIT_FT_NAK, status fields written as 0) or NCF. */
+size_t flit_ctl_ranges_encode(void *buf, size_t cap, uint8_t type,
+			      uint32_t session, uint64_t seq,
+			      const struct flit_seq_range *r, unsigned n);
+size_t flit_ctl_info_encode(void *buf, size_t cap, uint32_t session,
+			    uint64_t next, const struct flit_ctl_info *info,
+			    const struct flit_ctl_name *topics, unsigned n);
+/* QUERY: session 0 asks by names; session != 0 asks "who is this session"
+ * (n may then be 0). */
+size_t flit_ctl_query_encode(void *buf, size_t cap, uint32_t session,
+			     uint32_t domain, const struct flit_ctl_name *names,
+			     unsigned n);
+size_t flit_ctl_join_encode(void *buf, size_t cap, uint32_t session,
+			    uint32_t domain, uint16_t flags);
+
+/* ---- accessors for a frame flit_ctl_check() accepted ---- */
+
+/* HB trail. */
+uint64_t flit_ctl_hb_trail(const void *frame);
+/* Range i (< h->count) of a NAK or NCF. */
+void flit_ctl_range(const void *frame, unsigned i, struct flit_seq_range *r);
+/* INFO fixed part. */
+void flit_ctl_info_get(const void *frame, struct flit_ctl_info *info);
+/* QUERY/JOIN domain id. */
+uint32_t flit_ctl_domain(const void *frame);
+
+/* Walk the name entries of an INFO or QUERY frame. */
+struct flit_ctl_name_iter {
+	const uint8_t *p;
+	unsigned left;
+};
+void flit_ctl_names_init(struct flit_ctl_name_iter *it, const void *frame,
+			 const struct flit_frame_hdr *h);
+bool flit_ctl_names_next(struct flit_ctl_name_iter *it,
+			 struct flit_ctl_name *out);
+
+#endif /* FLIT_CTL_H */
