@@ -11,6 +11,10 @@ BUILD=${BUILD:-build}
 TEST_TIMEOUT=${TEST_TIMEOUT:-120}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 export BUILD FLIT_TOOLS_DIR="$PWD/$BUILD/tools"
+# Network tests build their own namespaces (tools/testbed) and ask for udp
+# explicitly; every other context stays off the network, so nothing is ever
+# sent to the host's own interfaces.
+export FLIT_CONTEXT_TRANSPORTS=${FLIT_CONTEXT_TRANSPORTS:-shm}
 logdir="$BUILD/test-logs"; mkdir -p "$logdir"
 pass=0; fail=0; skip=0; failed=()
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}

@@ -68,7 +68,7 @@ static inline uint64_t tl_now_ms(void)
 /* A context in the test's shm directory, with extra config lines. */
 static inline flit_ctx *tl_ctx(const char *extra)
 {
-	char cfg[1024];
+	char cfg[4096];
 	snprintf(cfg, sizeof(cfg), "context.shm_dir = %s\n%s", tl_shm_dir(), extra ? extra : "");
 	FLIT_OPTS(flit_ctx_opts, o, .config = cfg);
 	flit_ctx *ctx = flit_ctx_new(&o);

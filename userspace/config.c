@@ -14,9 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
 
 #include "config.h"
 #include "error.h"
+#include "udp/udp_io.h"
 
 #define LINE_LEN_MAX 4096 /* bytes per line, without the newline */
 #define KEY_LEN_MAX  64   /* longer keys cannot name anything in the table */
@@ -47,6 +50,7 @@ enum cfg_type {
 	T_U32,    /* decimal, min..max */
 	T_SIZE,   /* decimal with K/M/G suffix (binary), min..max, maybe pow2 */
 	T_MODE,   /* octal file mode from key->modes */
+	T_RATE,   /* decimal with k/M/G suffix (x1000), bits per second */
 };
 
 struct cfg_key {
@@ -82,8 +86,17 @@ static const char *const log_level_names[] = {
 
 static const uint32_t shm_file_modes[] = { 0600, 0640, 0660, 0 };
 
+static const char *const udp_mode_names[] = {
+	[FLIT_UDP_MULTICAST] = "multicast",
+	[FLIT_UDP_UNICAST] = "unicast",
+	NULL,
+};
+static const char *const udp_backend_names[] = { "sockets", "io_uring", NULL };
+static const char *const udp_ts_names[] = { "off", "software", "hardware", NULL };
+static const char *const udp_service_names[] = { "thread", "poll", NULL };
+
 /* Transports a source may name; keep in step with transports/. */
-static const char *const transport_names[] = { "shm", NULL };
+static const char *const transport_names[] = { "shm", "udp", NULL };
 
 static bool valid_domain(const char *s, size_t len)
 {
@@ -111,6 +124,107 @@ static bool valid_transport(const char *s, size_t len)
 	return false;
 }
 
+/* "shm,udp": one or more transport names separated by commas or spaces */
+static bool valid_transport_list(const char *s, size_t len)
+{
+	size_t i = 0, n = 0;
+
+	while (i < len) {
+		size_t j = i;
+		while (j < len && s[j] != ',' && s[j] != ' ')
+			j++;
+		if (j > i) {
+			if (!valid_transport(s + i, j - i))
+				return false;
+			n++;
+		}
+		i = j + 1;
+	}
+	return n > 0;
+}
+
+static bool parse_decimal(const char *s, size_t len, uint64_t *out);
+
+/* Copy s[0..len) to a NUL-terminated buffer; false if it does not fit. */
+static bool cstr(char *buf, size_t n, const char *s, size_t len)
+{
+	if (len >= n)
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return true;
+}
+
+static bool parse_ipv4(const char *s, size_t len, struct in_addr *a)
+{
+	char b[16];
+	return cstr(b, sizeof(b), s, len) && inet_pton(AF_INET, b, a) == 1;
+}
+
+static bool is_mcast(struct in_addr a)
+{
+	return IN_MULTICAST(ntohl(a.s_addr));
+}
+
+/* "a.b.c.d:port", port 1..65535; mcast: 1 must be multicast, 0 unicast, -1 any */
+static bool valid_endpoint_kind(const char *s, size_t len, int mcast)
+{
+	const char *colon = memchr(s, ':', len);
+	struct in_addr a;
+	uint64_t port;
+
+	if (!colon || !parse_ipv4(s, (size_t)(colon - s), &a) ||
+	    !parse_decimal(colon + 1, len - (size_t)(colon + 1 - s), &port) ||
+	    port < 1 || port > 65535)
+		return false;
+	return mcast < 0 || (mcast == 1) == is_mcast(a);
+}
+
+static bool valid_resolver(const char *s, size_t len)
+{
+	return (len == 3 && !memcmp(s, "off", 3)) || valid_endpoint_kind(s, len, 1);
+}
+
+static bool valid_static(const char *s, size_t len)
+{
+	return len == 0 || valid_endpoint_kind(s, len, -1);
+}
+
+/* a multicast group, or a range "a.b.c.d/nn" (nn 16..32) of groups */
+static bool valid_group(const char *s, size_t len)
+{
+	const char *slash = memchr(s, '/', len);
+	struct in_addr a;
+	uint64_t bits;
+
+	if (!slash)
+		return parse_ipv4(s, len, &a) && is_mcast(a);
+	if (!parse_ipv4(s, (size_t)(slash - s), &a) || !is_mcast(a) ||
+	    !parse_decimal(slash + 1, len - (size_t)(slash + 1 - s), &bits))
+		return false;
+	return bits >= 16 && bits <= 32;
+}
+
+/* empty, or the name of an interface that exists (in this namespace) */
+static bool valid_ifname(const char *s, size_t len)
+{
+	char b[IF_NAMESIZE];
+	if (len == 0)
+		return true;
+	return cstr(b, sizeof(b), s, len) && if_nametoindex(b) != 0;
+}
+
+static bool valid_impair(const char *s, size_t len)
+{
+	char b[64];
+	struct flit_udp_impair im;
+	if (len == 0)
+		return true;
+	if (!cstr(b, sizeof(b), s, len))
+		return false;
+	return flit_udp_impair_parse(b, &im) == 0;
+}
+
 #define FIELD(type, member) \
 	.off = offsetof(struct type, member), \
 	.size = sizeof(((struct type *)0)->member)
@@ -129,9 +243,55 @@ static const struct cfg_key keys[] = {
 	  .def = "warn", FIELD(flit_cfg_context, log_level),
 	  .names = log_level_names },
 
+	{ .name = "context.transports", .scope = SCOPE_CONTEXT, .type = T_STRING,
+	  .def = "shm,udp", FIELD(flit_cfg_context, transports),
+	  .valid = valid_transport_list,
+	  .rule = "must list transports from shm, udp (comma-separated)" },
+	{ .name = "context.udp.interface", .scope = SCOPE_CONTEXT, .type = T_STRING,
+	  .def = "", FIELD(flit_cfg_context, udp_interface),
+	  .valid = valid_ifname,
+	  .rule = "must name an existing network interface (or be empty)" },
+	{ .name = "context.udp.resolver", .scope = SCOPE_CONTEXT, .type = T_STRING,
+	  .def = "239.192.76.1:14400", FIELD(flit_cfg_context, udp_resolver),
+	  .valid = valid_resolver,
+	  .rule = "must be a multicast group:port (e.g. 239.192.76.1:14400) or off" },
+	{ .name = "context.udp.resolver_max_ms", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "5000", FIELD(flit_cfg_context, udp_resolver_max_ms),
+	  .min = 100, .max = 600000 },
+	{ .name = "context.udp.backend", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "sockets", FIELD(flit_cfg_context, udp_backend),
+	  .names = udp_backend_names },
+	{ .name = "context.udp.rx_batch", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "32", FIELD(flit_cfg_context, udp_rx_batch),
+	  .min = 1, .max = 256 },
+	{ .name = "context.udp.busy_poll_us", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "0", FIELD(flit_cfg_context, udp_busy_poll_us),
+	  .min = 0, .max = 1000000 },
+	{ .name = "context.udp.rcvbuf", .scope = SCOPE_CONTEXT, .type = T_SIZE,
+	  .def = "4M", FIELD(flit_cfg_context, udp_rcvbuf),
+	  .min = 4 * KIB, .max = GIB },
+	{ .name = "context.udp.sndbuf", .scope = SCOPE_CONTEXT, .type = T_SIZE,
+	  .def = "1M", FIELD(flit_cfg_context, udp_sndbuf),
+	  .min = 4 * KIB, .max = GIB },
+	{ .name = "context.udp.ttl", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "16", FIELD(flit_cfg_context, udp_ttl),
+	  .min = 1, .max = 255 },
+	{ .name = "context.udp.loopback", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "true", FIELD(flit_cfg_context, udp_loopback) },
+	{ .name = "context.udp.timestamps", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "off", FIELD(flit_cfg_context, udp_timestamps),
+	  .names = udp_ts_names },
+	{ .name = "context.udp.service", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "thread", FIELD(flit_cfg_context, udp_service),
+	  .names = udp_service_names },
+	{ .name = "context.udp.impair", .scope = SCOPE_CONTEXT, .type = T_STRING,
+	  .def = "", FIELD(flit_cfg_context, udp_impair),
+	  .valid = valid_impair,
+	  .rule = "must be like loss=5%,dup=1%,reorder=2%,seed=7 (tests only)" },
+
 	{ .name = "source.transport", .scope = SCOPE_SOURCE, .type = T_STRING,
 	  .def = "shm", FIELD(flit_cfg_source, transport),
-	  .valid = valid_transport, .rule = "must be shm" },
+	  .valid = valid_transport, .rule = "must be shm or udp" },
 	{ .name = "source.shm.mode", .scope = SCOPE_SOURCE, .type = T_ENUM,
 	  .def = "paced", FIELD(flit_cfg_source, shm_mode),
 	  .names = shm_mode_names },
@@ -155,6 +315,47 @@ static const struct cfg_key keys[] = {
 	  .def = "8K", FIELD(flit_cfg_source, batch_max),
 	  .min = 256, .max = MIB },
 
+	{ .name = "source.udp.mode", .scope = SCOPE_SOURCE, .type = T_ENUM,
+	  .def = "multicast", FIELD(flit_cfg_source, udp_mode),
+	  .names = udp_mode_names },
+	{ .name = "source.udp.group", .scope = SCOPE_SOURCE, .type = T_STRING,
+	  .def = "239.192.77.0/24", FIELD(flit_cfg_source, udp_group),
+	  .valid = valid_group,
+	  .rule = "must be a multicast group or range a.b.c.d/nn (nn 16..32)" },
+	{ .name = "source.udp.port", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "14401", FIELD(flit_cfg_source, udp_port),
+	  .min = 1, .max = 65535 },
+	{ .name = "source.udp.ctl_port", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "0", FIELD(flit_cfg_source, udp_ctl_port),
+	  .min = 0, .max = 65535 },
+	{ .name = "source.udp.max_datagram", .scope = SCOPE_SOURCE, .type = T_SIZE,
+	  .def = "1472", FIELD(flit_cfg_source, udp_max_datagram),
+	  .min = 128, .max = 65507 },
+	{ .name = "source.udp.batch_min", .scope = SCOPE_SOURCE, .type = T_SIZE,
+	  .def = "0", FIELD(flit_cfg_source, udp_batch_min),
+	  .min = 0, .max = 65507 },
+	{ .name = "source.udp.batch_interval_us", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "1000", FIELD(flit_cfg_source, udp_batch_interval_us),
+	  .min = 1, .max = 10000000 },
+	{ .name = "source.udp.rate_limit", .scope = SCOPE_SOURCE, .type = T_RATE,
+	  .def = "0", FIELD(flit_cfg_source, udp_rate_limit),
+	  .min = 0, .max = 1000000000000ull },
+	{ .name = "source.udp.retx_rate_limit", .scope = SCOPE_SOURCE, .type = T_RATE,
+	  .def = "0", FIELD(flit_cfg_source, udp_retx_rate_limit),
+	  .min = 0, .max = 1000000000000ull },
+	{ .name = "source.udp.retain", .scope = SCOPE_SOURCE, .type = T_SIZE,
+	  .def = "16M", FIELD(flit_cfg_source, udp_retain),
+	  .min = 64 * KIB, .max = GIB },
+	{ .name = "source.udp.retain_ms", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "5000", FIELD(flit_cfg_source, udp_retain_ms),
+	  .min = 1, .max = 600000 },
+	{ .name = "source.udp.hb_min_ms", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "5", FIELD(flit_cfg_source, udp_hb_min_ms),
+	  .min = 1, .max = 60000 },
+	{ .name = "source.udp.hb_max_ms", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "1000", FIELD(flit_cfg_source, udp_hb_max_ms),
+	  .min = 1, .max = 600000 },
+
 	{ .name = "receiver.timestamps", .scope = SCOPE_RECEIVER, .type = T_BOOL,
 	  .def = "false", FIELD(flit_cfg_receiver, timestamps) },
 	{ .name = "receiver.shm.liveness_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
@@ -163,6 +364,25 @@ static const struct cfg_key keys[] = {
 	{ .name = "receiver.discovery_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
 	  .def = "100", FIELD(flit_cfg_receiver, discovery_ms),
 	  .min = 1, .max = 60000 },
+	{ .name = "receiver.udp.nak_backoff_us", .scope = SCOPE_RECEIVER, .type = T_U32,
+	  .def = "2000", FIELD(flit_cfg_receiver, udp_nak_backoff_us),
+	  .min = 0, .max = 10000000 },
+	{ .name = "receiver.udp.nak_interval_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
+	  .def = "10", FIELD(flit_cfg_receiver, udp_nak_interval_ms),
+	  .min = 1, .max = 60000 },
+	{ .name = "receiver.udp.nak_timeout_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
+	  .def = "2000", FIELD(flit_cfg_receiver, udp_nak_timeout_ms),
+	  .min = 1, .max = 3600000 },
+	{ .name = "receiver.udp.reorder", .scope = SCOPE_RECEIVER, .type = T_SIZE,
+	  .def = "4M", FIELD(flit_cfg_receiver, udp_reorder),
+	  .min = 64 * KIB, .max = GIB },
+	{ .name = "receiver.udp.session_timeout_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
+	  .def = "5000", FIELD(flit_cfg_receiver, udp_session_timeout_ms),
+	  .min = 100, .max = 3600000 },
+	{ .name = "receiver.udp.static", .scope = SCOPE_RECEIVER, .type = T_STRING,
+	  .def = "", FIELD(flit_cfg_receiver, udp_static),
+	  .valid = valid_static,
+	  .rule = "must be address:port (a multicast group to listen on, or a source's unicast control address)" },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -271,6 +491,23 @@ static bool parse_value(const struct cfg_key *k, const char *s, size_t len,
 			return false;
 		v->u = u;
 		return true;
+	case T_RATE:
+		if (len) {
+			switch (s[len - 1]) {
+			case 'K': case 'k': mult = 1000; break;
+			case 'M': case 'm': mult = 1000000; break;
+			case 'G': case 'g': mult = 1000000000; break;
+			}
+			if (mult != 1)
+				len--;
+		}
+		if (!parse_decimal(s, len, &u) || u > UINT64_MAX / mult)
+			return false;
+		u *= mult;
+		if (u < k->min || u > k->max)
+			return false;
+		v->u = u;
+		return true;
 	case T_MODE:
 		/* "0640" or "640"; at most 5 digits keeps the value small */
 		if (len < 1 || len > 5)
@@ -316,6 +553,9 @@ static void describe(const struct cfg_key *k, char *buf, size_t n)
 		return;
 	case T_BOOL:
 		snprintf(buf, n, "must be true or false (or yes/no, on/off, 1/0)");
+		return;
+	case T_RATE:
+		snprintf(buf, n, "must be bits per second, e.g. 100M or 2.5G as 2500M (0: no limit)");
 		return;
 	case T_U32:
 		snprintf(buf, n, "must be an integer between %llu and %llu",
@@ -371,6 +611,7 @@ static void store(const struct cfg_key *k, void *base, const struct cfg_value *v
 	case T_U32:
 	case T_SIZE:
 	case T_MODE:
+	case T_RATE:
 		if (k->size == sizeof(uint64_t)) {
 			uint64_t x = v->u;
 			memcpy(p, &x, sizeof(x));

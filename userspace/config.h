@@ -29,10 +29,42 @@ enum flit_shm_mode {
 	FLIT_SHM_OVERWRITE = 1, /* writer never waits; lapped readers see loss */
 };
 
+enum flit_udp_mode {
+	FLIT_UDP_MULTICAST = 0,
+	FLIT_UDP_UNICAST = 1,
+};
+
+enum flit_udp_ts {
+	FLIT_UDP_TS_OFF = 0,
+	FLIT_UDP_TS_SOFTWARE = 1,
+	FLIT_UDP_TS_HARDWARE = 2,
+};
+
+enum flit_udp_service {
+	FLIT_UDP_SERVICE_THREAD = 0, /* a context thread answers NAKs, queries, timers */
+	FLIT_UDP_SERVICE_POLL = 1,   /* only flit_ctx_poll() does */
+};
+
+#define FLIT_ENDPOINT_MAX 32 /* "255.255.255.255:65535" or "a.b.c.d/nn" */
+
 struct flit_cfg_context {
 	char domain[FLIT_NAME_MAX];    /* context.domain = default ([A-Za-z0-9_.-]+) */
 	char shm_dir[FLIT_PATH_MAX];   /* context.shm_dir = /dev/shm/flit (absolute) */
 	int log_level;                 /* context.log_level = warn (error|warn|info|debug) */
+	char transports[32];           /* context.transports = shm,udp: transports this context may use */
+	char udp_interface[16];        /* context.udp.interface = (empty: routing decides) */
+	char udp_resolver[FLIT_ENDPOINT_MAX]; /* context.udp.resolver = 239.192.76.1:14400 (group:port or off) */
+	uint32_t udp_resolver_max_ms;  /* context.udp.resolver_max_ms = 5000: advert/query backoff cap */
+	int udp_backend;               /* context.udp.backend = sockets (sockets|io_uring) */
+	uint32_t udp_rx_batch;         /* context.udp.rx_batch = 32: datagrams per receive call */
+	uint32_t udp_busy_poll_us;     /* context.udp.busy_poll_us = 0: SO_BUSY_POLL */
+	uint64_t udp_rcvbuf;           /* context.udp.rcvbuf = 4M */
+	uint64_t udp_sndbuf;           /* context.udp.sndbuf = 1M */
+	uint32_t udp_ttl;              /* context.udp.ttl = 16: multicast TTL */
+	bool udp_loopback;             /* context.udp.loopback = true: IP_MULTICAST_LOOP */
+	int udp_timestamps;            /* context.udp.timestamps = off (off|software|hardware) */
+	int udp_service;               /* context.udp.service = thread (thread|poll) */
+	char udp_impair[64];           /* context.udp.impair = (tests: loss=5%,dup=1%,reorder=2%,seed=N) */
 };
 
 struct flit_cfg_source {
@@ -45,12 +77,31 @@ struct flit_cfg_source {
 	bool timestamps;               /* source.timestamps = false: stamp messages with CLOCK_REALTIME */
 	bool batch;                    /* source.batch = false: pack messages into frames until batch_max or flush */
 	uint32_t batch_max;            /* source.batch_max = 8K: largest frame, bytes (256..1M) */
+	int udp_mode;                  /* source.udp.mode = multicast (multicast|unicast) */
+	char udp_group[FLIT_ENDPOINT_MAX]; /* source.udp.group = 239.192.77.0/24: group, or range picked by topic hash */
+	uint32_t udp_port;             /* source.udp.port = 14401: multicast destination port */
+	uint32_t udp_ctl_port;         /* source.udp.ctl_port = 0: the source's own port (0: any) */
+	uint32_t udp_max_datagram;     /* source.udp.max_datagram = 1472 */
+	uint32_t udp_batch_min;        /* source.udp.batch_min = 0: send a batch at this many bytes (0: when full) */
+	uint32_t udp_batch_interval_us;/* source.udp.batch_interval_us = 1000: longest a batched message waits */
+	uint64_t udp_rate_limit;       /* source.udp.rate_limit = 0: data, bits/s (0: none) */
+	uint64_t udp_retx_rate_limit;  /* source.udp.retx_rate_limit = 0: retransmissions, bits/s */
+	uint64_t udp_retain;           /* source.udp.retain = 16M: retention buffer bytes */
+	uint32_t udp_retain_ms;        /* source.udp.retain_ms = 5000 */
+	uint32_t udp_hb_min_ms;        /* source.udp.hb_min_ms = 5 */
+	uint32_t udp_hb_max_ms;        /* source.udp.hb_max_ms = 1000 */
 };
 
 struct flit_cfg_receiver {
 	bool timestamps;               /* receiver.timestamps = false: stamp arrival with CLOCK_REALTIME */
 	uint32_t shm_liveness_ms;      /* receiver.shm.liveness_ms = 10: how often an idle reader checks its writer (1..10000) */
 	uint32_t discovery_ms;         /* receiver.discovery_ms = 100: rescan for new sources at least this often (1..60000) */
+	uint32_t udp_nak_backoff_us;   /* receiver.udp.nak_backoff_us = 2000 */
+	uint32_t udp_nak_interval_ms;  /* receiver.udp.nak_interval_ms = 10 */
+	uint32_t udp_nak_timeout_ms;   /* receiver.udp.nak_timeout_ms = 2000 */
+	uint64_t udp_reorder;          /* receiver.udp.reorder = 4M: bytes held ahead of gaps */
+	uint32_t udp_session_timeout_ms; /* receiver.udp.session_timeout_ms = 5000 */
+	char udp_static[FLIT_ENDPOINT_MAX]; /* receiver.udp.static = (addr:port: static topic map) */
 };
 
 struct flit_cfg_entry;

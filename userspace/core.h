@@ -67,6 +67,7 @@ struct flit_transport_ops {
 };
 
 extern const struct flit_transport_ops flit_shm_ops;
+extern const struct flit_transport_ops flit_udp_ops;
 
 /* ---- receive sessions: what the core knows of one remote source -------- */
 
@@ -82,6 +83,10 @@ struct flit_rx_session {
 	bool started;         /* next_seq is meaningful */
 	bool rcv_ts;          /* some subscriber wants receive stamps */
 	uint64_t next_seq;
+	/* receive stamp of the frame being delivered, set by a transport that
+	 * has one (kernel/NIC), else 0: the core reads CLOCK_REALTIME */
+	uint64_t frame_ts;
+	uint32_t frame_ts_flags;  /* FLIT_MSGF_RECV_TS_KERNEL or _HW */
 	struct flit_rx_topic *topics; /* indexed by the frame's topic index */
 	uint32_t ntopics;
 	char source[96];
@@ -110,6 +115,12 @@ int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
 int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		  size_t len);
 
+/* Call fn for each subscriber (topic or pattern, its settings); stops at
+ * and returns the first non-zero return. */
+int flit_ctx_each_sub(const struct flit_ctx *ctx,
+		      int (*fn)(void *arg, const char *topic, bool pattern,
+				const struct flit_cfg_receiver *cfg),
+		      void *arg);
 /* Does any subscriber of ctx want topic `name`? */
 bool flit_ctx_wants(const struct flit_ctx *ctx, const char *name);
 /* Does the context have any subscriber at all? */

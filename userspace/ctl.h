@@ -21,6 +21,9 @@
 /* names per INFO/QUERY frame this library sends */
 #define FLIT_CTL_NAMES_MAX  16
 
+/* HB flags */
+#define FLIT_HBF_END  0x0001u /* the source closed: end of session */
+
 /* JOIN flags */
 #define FLIT_JF_LEAVE 0x0001u
 

@@ -13,6 +13,7 @@
 
 static const struct flit_transport_ops *const transports[] = {
 	&flit_shm_ops,
+	&flit_udp_ops,
 };
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
@@ -177,8 +178,24 @@ static int transport_index(const char *name)
 	return -1;
 }
 
+/* Is transport i named in context.transports? */
+static bool tp_enabled(const flit_ctx *ctx, unsigned i)
+{
+	const char *l = ctx->ccfg.transports, *name = transports[i]->name;
+	size_t n = strlen(name);
+
+	for (const char *p = l; (p = strstr(p, name)); p += n)
+		if ((p == l || p[-1] == ',' || p[-1] == ' ') &&
+		    (p[n] == '\0' || p[n] == ',' || p[n] == ' '))
+			return true;
+	return false;
+}
+
 static int ctx_tp(flit_ctx *ctx, unsigned i, struct flit_tp **out)
 {
+	if (!tp_enabled(ctx, i))
+		return flit_err(ENOPROTOOPT, "transport %s is not in context.transports (%s)",
+				transports[i]->name, ctx->ccfg.transports);
 	if (!ctx->tp[i]) {
 		int err = transports[i]->open(ctx, &ctx->tp[i]);
 		if (err)
@@ -220,6 +237,9 @@ int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out)
 	c.frames_sent += ctx->closed_tx.frames_sent;
 	c.back_pressured += ctx->closed_tx.back_pressured;
 	c.readers_evicted += ctx->closed_tx.readers_evicted;
+	c.naks_received += ctx->closed_tx.naks_received;
+	c.retransmissions += ctx->closed_tx.retransmissions;
+	c.rate_limited += ctx->closed_tx.rate_limited;
 	for (const flit_pub *p = ctx->pubs; p; p = p->next)
 		p->ops->src_counters(p->src, &c);
 	c.sz = out->sz < sizeof(c) ? out->sz : sizeof(c);
@@ -253,7 +273,7 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 		tname = cfg.transport;
 	ti = transport_index(tname);
 	if (ti < 0)
-		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm)", tname);
+		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm, udp)", tname);
 	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
 		return flit_null(-err);
 
@@ -351,6 +371,19 @@ bool flit_ctx_wants(const struct flit_ctx *ctx, const char *name)
 		if (sub_matches(s, name))
 			return true;
 	return false;
+}
+
+int flit_ctx_each_sub(const struct flit_ctx *ctx,
+		      int (*fn)(void *arg, const char *topic, bool pattern,
+				const struct flit_cfg_receiver *cfg),
+		      void *arg)
+{
+	for (const flit_sub *s = ctx->subs; s; s = s->next) {
+		int r = fn(arg, s->topic, s->pattern, &s->cfg);
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 bool flit_ctx_wants_any(const struct flit_ctx *ctx)
@@ -553,9 +586,16 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 	m.session_id = rs->session_id;
 	m.source = rs->source;
 	m.recv_ts_ns = 0;
-	if (rs->rcv_ts) {
+	if (FLIT_UNLIKELY(rs->frame_ts)) {
+		m.recv_ts_ns = rs->frame_ts;
+		m.flags |= FLIT_MSGF_RECV_TS | rs->frame_ts_flags;
+	} else if (rs->rcv_ts) {
 		m.recv_ts_ns = flit_realtime_now();
 		m.flags |= FLIT_MSGF_RECV_TS;
+	}
+	if (FLIT_UNLIKELY(h.flags & FLIT_FF_RETX)) {
+		m.flags |= FLIT_MSGF_RETX;
+		ctx->rx.retx_received++;
 	}
 
 	flit_frame_iter_init(&it, frame, &h);
@@ -600,6 +640,8 @@ static int subs_changed(flit_ctx *ctx)
 	}
 	for (unsigned i = 0; i < NTRANSPORTS; i++) {
 		struct flit_tp *tp;
+		if (!tp_enabled(ctx, i))
+			continue;
 		int e = ctx_tp(ctx, i, &tp);
 		if (!e)
 			e = transports[i]->subs_changed(tp);

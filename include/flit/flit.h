@@ -123,6 +123,14 @@ struct flit_counters {
 	uint64_t readers_evicted; /* dead receivers evicted by our sources */
 	uint64_t sources_joined;
 	uint64_t sources_left;
+	/* network transports (udp, xdp) */
+	uint64_t naks_sent;       /* NAK ranges sent by our receivers */
+	uint64_t naks_received;   /* NAK ranges received by our sources */
+	uint64_t retransmissions; /* frames retransmitted by our sources */
+	uint64_t retx_received;   /* retransmitted frames received */
+	uint64_t foreign_dropped; /* datagrams that are not flit frames */
+	uint64_t unknown_session; /* frames of sessions not (yet) resolved */
+	uint64_t rate_limited;    /* sends refused by the data rate limit */
 };
 
 /* Copy the context's counters into *out (out->sz must be set). */
@@ -187,6 +195,9 @@ enum flit_msg_kind {
 #define FLIT_MSGF_SOURCE_DIED (1u << 0)
 #define FLIT_MSGF_SEND_TS     (1u << 1) /* send_ts_ns is valid */
 #define FLIT_MSGF_RECV_TS     (1u << 2) /* recv_ts_ns is valid */
+#define FLIT_MSGF_RECV_TS_KERNEL (1u << 3) /* recv_ts_ns is the kernel's software stamp */
+#define FLIT_MSGF_RECV_TS_HW  (1u << 4) /* recv_ts_ns is the NIC's hardware stamp (PHC) */
+#define FLIT_MSGF_RETX        (1u << 5) /* came in a retransmission */
 
 /* A message (or event) as seen by a subscriber callback.  The view and the
  * memory it points to are valid only during the callback. */

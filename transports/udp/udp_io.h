@@ -4,12 +4,17 @@
  * backends: plain sockets (recvmmsg/sendmmsg, MSG_DONTWAIT) and io_uring
  * (liburing; IORING_SETUP_DEFER_TASKRUN + SINGLE_ISSUER where the kernel has
  * them, else plain setup, reported by flit_udp_io_describe()).  Never
- * blocks.  An optional impairment layer (loss, duplication, reordering,
- * delay of received datagrams, seeded) wraps either backend for tests: the
+ * blocks.  An optional impairment layer (loss, duplication, reordering of
+ * received datagrams, seeded) wraps either backend for tests: the
  * "wrapping transport" of DESIGN.md, not an #ifdef in the real path.
  *
  * Receive gives views of datagrams in buffers the io object owns; they are
  * valid until the next flit_udp_io_recv() or close on the same object.
+ *
+ * Threads: an io object is used by one thread at a time.  With io_uring
+ * under SINGLE_ISSUER the ring is bound to the first thread that calls
+ * recv or send (it may be opened and closed elsewhere); recv/send from any
+ * other thread then fail with -EEXIST.
  */
 #ifndef FLIT_UDP_IO_H
 #define FLIT_UDP_IO_H
@@ -24,12 +29,15 @@ enum flit_udp_backend {
 	FLIT_UDP_URING = 1,
 };
 
-/* Receive-side impairment (all zero: off).  Percentages in 1/100 %. */
+/* Receive-side impairment (all zero: off).  Probabilities in basis points
+ * (1/100 %, 0..10000), per received datagram. */
 struct flit_udp_impair {
-	uint32_t loss_bp;      /* drop with this probability (basis points) */
-	uint32_t dup_bp;       /* deliver twice */
-	uint32_t reorder_bp;   /* hold back and deliver after the next 1..8 */
-	uint64_t seed;
+	uint32_t loss_bp;      /* drop */
+	uint32_t dup_bp;       /* deliver twice (the second is a copy) */
+	uint32_t reorder_bp;   /* hold back and deliver after 1..8 later ones
+				* (up to 8 held at once; released anyway after
+				* a few recv calls in which nothing arrived) */
+	uint64_t seed;         /* xorshift64* seed; 0 is a seed like any other */
 };
 
 struct flit_udp_io_cfg {
@@ -37,18 +45,28 @@ struct flit_udp_io_cfg {
 	unsigned batch;        /* datagrams per recv/send syscall, 1..256 */
 	unsigned dgram_max;    /* largest datagram received, bytes (<= 65507) */
 	bool timestamps;       /* SO_TIMESTAMPING rx software (+hardware when
-				* the NIC has a clock; see rx_ts_hw) */
+				* the NIC has a clock and the transport enabled
+				* it with SIOCSHWTSTAMP; see rx_ts_hw_ns) */
 	struct flit_udp_impair impair;
 };
 
 struct flit_udp_dgram {
 	void *buf;
 	uint32_t len;
-	struct sockaddr_in addr;  /* recv: sender; send: destination */
+	struct sockaddr_in addr;  /* recv: sender; send: destination
+				   * (sin_family 0: the connected peer) */
 	uint64_t rx_ts_ns;        /* CLOCK_REALTIME software stamp, 0 none */
 	uint64_t rx_ts_hw_ns;     /* NIC (PHC) raw hardware stamp, 0 none */
 };
 
+/* Per io object.  rx_dgrams/rx_bytes: received from the kernel and not
+ * truncated, before impairment (delivered = rx_dgrams - impair_dropped +
+ * impair_duplicated, once nothing is held back).  tx_dgrams/tx_bytes: taken
+ * by send.  tx_errors: errors the kernel reported for sending, including
+ * ICMP errors for earlier datagrams that surface on a later send or recv.
+ * tx_eagain: sends cut short by a full socket buffer (io_uring: no free
+ * send slot).  syscalls: recvmmsg/sendmmsg/sendmsg/io_uring_enter/
+ * io_uring_register calls made. */
 struct flit_udp_io_stats {
 	uint64_t rx_dgrams, rx_bytes, rx_truncated;
 	uint64_t tx_dgrams, tx_bytes, tx_errors, tx_eagain;
@@ -75,16 +93,25 @@ int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d,
 /* Send n datagrams (buf, len, addr) without blocking; the data is copied or
  * handed to the kernel before this returns.  Returns how many were taken
  * (fewer than n when the socket buffer is full: the rest were not sent), or
- * -errno if the first one failed for another reason than EAGAIN. */
+ * -errno if the first one failed for another reason than EAGAIN.  Errors
+ * that concern one destination or an earlier datagram (ECONNREFUSED,
+ * EHOSTUNREACH, ENETUNREACH, ... from ICMP; ENOBUFS, EPERM drops) do not
+ * stop the batch: they are counted in tx_errors and the datagram is taken
+ * (after one retry for ICMP errors, which may belong to an earlier one).  With io_uring, errors of datagrams already taken show up in
+ * tx_errors later.  Over loopback UDP there is no back-pressure: a full
+ * receiver drops, the sender never sees EAGAIN. */
 int flit_udp_io_send(struct flit_udp_io *io, const struct flit_udp_dgram *d,
 		     unsigned n);
 void flit_udp_io_stats(const struct flit_udp_io *io,
 		       struct flit_udp_io_stats *out);
-/* "sockets", "io_uring (defer_taskrun, single_issuer)", ... */
+/* "sockets", "io_uring (defer_taskrun, single_issuer)", "io_uring (plain
+ * setup: ...)", with ", impaired (...)" appended when impairment is on. */
 const char *flit_udp_io_describe(const struct flit_udp_io *io);
 
-/* Parse "loss=5%,dup=1%,reorder=2%,seed=7" (percent with up to two
- * decimals; any subset, any order).  0 or -EINVAL (with a trail). */
+/* Parse "loss=5%,dup=1%,reorder=2.5%,seed=7" (percent 0..100 with up to
+ * two decimals, '%' optional; seed a decimal integer; any subset, any
+ * order, each key once).  0, or -EINVAL with a trail naming the bad item
+ * (*out untouched). */
 int flit_udp_impair_parse(const char *s, struct flit_udp_impair *out);
 
 #endif /* FLIT_UDP_IO_H */

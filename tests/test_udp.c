@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * udp transport integration tests on the netns testbed (tools/testbed):
+ *
+ *            h1 10.77.0.1        h2 10.77.0.2        h3 10.77.0.3
+ *               eth0                eth0                eth0
+ *                |                   |                   |
+ *               p1 ------------ br0 (switch ns) -------- p3
+ *                                    |
+ *                                   p2
+ *
+ * Every process runs in one host namespace (a forked child that setns()es
+ * there).  Publishers send sequence-numbered, pattern-checked payloads; a
+ * subscriber checks that every message arrives exactly once and in order, or
+ * lies inside a reported loss range.  Loss, duplication and reordering come
+ * from the library's receive-side impairment (context.udp.impair: the
+ * "wrapping transport"), and from the testbed's links where the kernel has
+ * the means (tb_impair).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "testbed.h"
+#include "codec.h"
+#include "ctl.h"
+
+static char tb[16];
+
+/* What a subscriber process saw (sent to the parent through a pipe). */
+struct sub_result {
+	uint64_t delivered, lost, loss_events, order_errors, pattern_errors;
+	uint64_t first_seq, bos, eos, retx;
+	struct flit_counters c;
+	int ok;      /* finished: saw the last message (or its loss) */
+	char why[160];
+};
+
+struct sub_state {
+	uint64_t n, next, first;
+	bool started;
+	struct sub_result r;
+	volatile int done;
+};
+
+static void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
+{
+	struct sub_state *st = arg;
+	uint64_t seq;
+	(void)s;
+
+	switch (m->kind) {
+	case FLIT_MSG_BOS:
+		st->r.bos++;
+		return;
+	case FLIT_MSG_EOS:
+		st->r.eos++;
+		return;
+	case FLIT_MSG_LOSS:
+		st->r.loss_events++;
+		st->r.lost += m->lost;
+		if (st->started && m->seq != st->next)
+			st->r.order_errors++;
+		st->next = m->seq + m->lost;
+		break;
+	case FLIT_MSG_DATA:
+		if (tl_check(m->data, m->len, &seq) || seq != m->seq) {
+			st->r.pattern_errors++;
+			return;
+		}
+		if (!st->started) {
+			st->started = true;
+			st->first = st->r.first_seq = seq;
+			st->next = seq;
+		}
+		if (seq != st->next)
+			st->r.order_errors++;
+		st->next = seq + 1;
+		st->r.delivered++;
+		if (m->flags & FLIT_MSGF_RETX)
+			st->r.retx++;
+		break;
+	}
+	if (st->next >= st->n)
+		st->done = 1;
+}
+
+static flit_ctx *net_ctx(const char *cfg)
+{
+	char b[1024];
+	snprintf(b, sizeof(b), "context.transports = udp\n%s", cfg ? cfg : "");
+	return tl_ctx(b);
+}
+
+/* Child: subscribe in host `host`, report through fd. */
+static void sub_main(int host, const char *topic, bool pattern, uint64_t n,
+		     const char *cfg, int fd, unsigned timeout_ms)
+{
+	struct sub_state st = { .n = n };
+	if (tb_enter(tb, host))
+		_exit(3);
+	flit_ctx *ctx = net_ctx(cfg);
+	if (!ctx)
+		_exit(4);
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = sub_cb, .arg = &st, .pattern = pattern);
+	flit_sub *sub = flit_sub_new(ctx, topic, &so);
+	if (!sub)
+		_exit(5);
+	tl_poll_until(ctx, &st.done, timeout_ms);
+	st.r.ok = st.done;
+	if (!st.done)
+		snprintf(st.r.why, sizeof(st.r.why), "timed out at seq %llu of %llu (delivered %llu)",
+			 (unsigned long long)st.next, (unsigned long long)n,
+			 (unsigned long long)st.r.delivered);
+	st.r.c.sz = sizeof(st.r.c);
+	flit_ctx_counters(ctx, &st.r.c);
+	if (write(fd, &st.r, sizeof(st.r)) != sizeof(st.r))
+		_exit(6);
+	flit_sub_close(sub);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+struct pub_args {
+	int host;
+	const char *topic, *cfg, *src_cfg;
+	uint64_t n;
+	size_t size;
+	int want_receivers;   /* wait for this many joins before sending */
+	unsigned gap_us;      /* pause between messages (late join) */
+};
+
+/* Child: publish n messages, then serve NAKs until the parent says stop
+ * (closes `stop`). */
+static void pub_main(const struct pub_args *a, int stop)
+{
+	unsigned char buf[2048];
+	if (tb_enter(tb, a->host))
+		_exit(3);
+	flit_ctx *ctx = net_ctx(a->cfg);
+	if (!ctx)
+		_exit(4);
+	FLIT_OPTS(flit_pub_opts, po, .transport = "udp", .config = a->src_cfg);
+	flit_pub *pub = flit_pub_new(ctx, a->topic, &po);
+	if (!pub) {
+		fprintf(stderr, "flit_pub_new: %s\n", flit_errmsg());
+		_exit(5);
+	}
+	uint64_t end = tl_now_ms() + 10000;
+	while (a->want_receivers && flit_pub_receivers(pub) < a->want_receivers) {
+		if (tl_now_ms() > end) {
+			fprintf(stderr, "publisher: only %d of %d receivers joined\n",
+				flit_pub_receivers(pub), a->want_receivers);
+			_exit(6);
+		}
+		flit_ctx_poll(ctx, 0);
+		usleep(1000);
+	}
+	for (uint64_t i = 0; i < a->n; i++) {
+		tl_fill(buf, a->size, i);
+		int r;
+		while ((r = flit_pub_send(pub, buf, a->size)) != 0) {
+			if (r < 0) {
+				fprintf(stderr, "send: %s\n", flit_errmsg());
+				_exit(7);
+			}
+			flit_ctx_poll(ctx, 0);
+		}
+		if (a->gap_us)
+			usleep(a->gap_us);
+	}
+	flit_pub_flush(pub);
+	/* serve NAKs (the service thread does) until told to stop */
+	struct pollfd p = { .fd = stop, .events = POLLIN };
+	while (poll(&p, 1, 100) == 0)
+		flit_ctx_poll(ctx, 0);
+	flit_pub_close(pub);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+struct sub_spec {
+	int host;
+	const char *topic;
+	bool pattern;
+	const char *cfg;
+	unsigned delay_ms;   /* start this long after the publisher */
+};
+
+/* Run one publisher and nsubs subscribers; results in res[]. */
+static void run(const struct pub_args *pa, const struct sub_spec *ss, int nsubs,
+		struct sub_result *res, unsigned timeout_ms)
+{
+	int rp[8][2], stop[2];
+	pid_t sp[8], pp;
+
+	assert_true(nsubs <= 8);
+	assert_int_equal(pipe(stop), 0);
+	for (int i = 0; i < nsubs; i++) {
+		if (ss[i].delay_ms)
+			continue;
+		assert_int_equal(pipe(rp[i]), 0);
+		sp[i] = tl_fork();
+		if (sp[i] == 0) {
+			close(rp[i][0]);
+			sub_main(ss[i].host, ss[i].topic, ss[i].pattern, pa->n, ss[i].cfg, rp[i][1], timeout_ms);
+		}
+		close(rp[i][1]);
+	}
+	if (!pa->gap_us)
+		usleep(100 * 1000); /* let the subscribers start before the source */
+	pp = tl_fork();
+	if (pp == 0) {
+		close(stop[1]);
+		pub_main(pa, stop[0]);
+	}
+	close(stop[0]);
+	for (int i = 0; i < nsubs; i++) {
+		if (!ss[i].delay_ms)
+			continue;
+		usleep(ss[i].delay_ms * 1000);
+		assert_int_equal(pipe(rp[i]), 0);
+		sp[i] = tl_fork();
+		if (sp[i] == 0) {
+			close(rp[i][0]);
+			sub_main(ss[i].host, ss[i].topic, ss[i].pattern, pa->n, ss[i].cfg, rp[i][1], timeout_ms);
+		}
+		close(rp[i][1]);
+	}
+	for (int i = 0; i < nsubs; i++) {
+		int status;
+		memset(&res[i], 0, sizeof(res[i]));
+		ssize_t got = read(rp[i][0], &res[i], sizeof(res[i]));
+		close(rp[i][0]);
+		waitpid(sp[i], &status, 0);
+		if (got != sizeof(res[i]))
+			fail_msg("subscriber %d in h%d exited without a result (status %#x)", i, ss[i].host, status);
+	}
+	close(stop[1]);
+	int status;
+	waitpid(pp, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Every message exactly once in order, or in a reported loss range. */
+static void check_result(const struct sub_result *r, uint64_t n, bool allow_loss, const char *what)
+{
+	printf("# %s: delivered %llu lost %llu (%llu events) retx %llu first %llu naks %llu "
+	       "dups %llu malformed %llu foreign %llu\n", what,
+	       (unsigned long long)r->delivered, (unsigned long long)r->lost,
+	       (unsigned long long)r->loss_events, (unsigned long long)r->retx,
+	       (unsigned long long)r->first_seq, (unsigned long long)r->c.naks_sent,
+	       (unsigned long long)r->c.duplicates, (unsigned long long)r->c.malformed,
+	       (unsigned long long)r->c.foreign_dropped);
+	if (!r->ok)
+		fail_msg("%s: %s", what, r->why);
+	assert_int_equal(r->order_errors, 0);
+	assert_int_equal(r->pattern_errors, 0);
+	assert_int_equal(r->delivered + r->lost, n - r->first_seq);
+	if (!allow_loss)
+		assert_int_equal(r->lost, 0);
+	assert_true(r->bos >= 1);
+}
+
+#define N_BIG 100000
+
+static void two_hosts_deliver_100k_in_order(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.two", .n = N_BIG, .size = 64, .want_receivers = 1 };
+	struct sub_spec ss = { .host = 2, .topic = "t.two" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 60000);
+	check_result(&r, N_BIG, false, "h1->h2");
+	assert_int_equal(r.first_seq, 0);
+}
+
+static void multicast_fans_out_to_two_hosts(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.fan", .n = N_BIG, .size = 100,
+			       .want_receivers = 2, .src_cfg = "batch = true" };
+	struct sub_spec ss[2] = { { .host = 2, .topic = "t.fan" }, { .host = 3, .topic = "t.fan" } };
+	struct sub_result r[2];
+	run(&pa, ss, 2, r, 60000);
+	check_result(&r[0], N_BIG, false, "h1->h2");
+	check_result(&r[1], N_BIG, false, "h1->h3");
+}
+
+static void late_joiner_finds_running_source(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.late", .n = 1500, .size = 32, .gap_us = 1000 };
+	struct sub_spec ss = { .host = 3, .topic = "t.late", .delay_ms = 400 };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, false, "late h3");
+	assert_true(r.first_seq > 0);
+}
+
+static void wildcard_finds_topic_created_later(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "wild.new", .n = 5000, .size = 48, .want_receivers = 1 };
+	struct sub_spec ss = { .host = 2, .topic = "wild.*", .pattern = true };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, false, "wildcard");
+}
+
+static void static_map_multicast_without_resolver(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "st.m", .n = 5000, .size = 40, .want_receivers = 1,
+			       .cfg = "context.udp.resolver = off",
+			       .src_cfg = "udp.group = 239.192.88.8\nudp.port = 14500" };
+	struct sub_spec ss = { .host = 2, .topic = "st.m",
+			       .cfg = "context.udp.resolver = off\n[receiver \"st.*\"]\nudp.static = 239.192.88.8:14500\n" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, false, "static multicast");
+}
+
+static void static_map_unicast_source(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "st.u", .n = 5000, .size = 40, .want_receivers = 1,
+			       .cfg = "context.udp.resolver = off",
+			       .src_cfg = "udp.mode = unicast\nudp.ctl_port = 14600" };
+	struct sub_spec ss = { .host = 3, .topic = "st.u",
+			       .cfg = "context.udp.resolver = off\n[receiver \"st.u\"]\nudp.static = 10.77.0.1:14600\n" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, false, "static unicast");
+}
+
+/* Loss with duplication and reordering on the receiver's side. */
+static void lossy(const char *backend, double loss, bool allow_loss, bool batch)
+{
+	char cfg[256], what[64];
+	snprintf(cfg, sizeof(cfg), "context.udp.backend = %s\ncontext.udp.impair = loss=%g%%,dup=1%%,reorder=2%%,seed=%d\n",
+		 backend, loss, (int)(loss * 10) + 1);
+	char pcfg[128];
+	snprintf(pcfg, sizeof(pcfg), "context.udp.backend = %s\n", backend);
+	struct pub_args pa = { .host = 1, .topic = "t.loss", .n = N_BIG, .size = 56, .want_receivers = 1,
+			       .cfg = pcfg, .src_cfg = batch ? "batch = true\nudp.batch_min = 256" : NULL };
+	struct sub_spec ss = { .host = 2, .topic = "t.loss", .cfg = cfg };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 90000);
+	snprintf(what, sizeof(what), "%s loss %g%%%s", backend, loss, batch ? " batched" : "");
+	check_result(&r, N_BIG, allow_loss, what);
+	assert_true(r.c.naks_sent > 0);
+	assert_true(r.retx > 0);
+}
+
+static void loss_1pct_is_repaired(void **state) { (void)state; lossy("sockets", 1, false, false); }
+static void loss_5pct_is_repaired(void **state) { (void)state; lossy("sockets", 5, false, false); }
+static void loss_20pct_delivers_or_reports(void **state) { (void)state; lossy("sockets", 20, true, true); }
+static void io_uring_loss_5pct_is_repaired(void **state) { (void)state; lossy("io_uring", 5, false, false); }
+static void io_uring_loss_20pct_delivers_or_reports(void **state) { (void)state; lossy("io_uring", 20, true, true); }
+
+static void io_uring_two_hosts_deliver_in_order(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.ur", .n = N_BIG, .size = 64, .want_receivers = 1,
+			       .cfg = "context.udp.backend = io_uring" };
+	struct sub_spec ss = { .host = 2, .topic = "t.ur", .cfg = "context.udp.backend = io_uring" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 60000);
+	check_result(&r, N_BIG, false, "io_uring h1->h2");
+}
+
+/* Loss on the testbed's link (nftables or netem), not in the library. */
+static void link_loss_5pct_is_repaired(void **state)
+{
+	(void)state;
+	int rc = tb_impair(tb, 2, "--loss 5 --dup 1");
+	if (rc) {
+		printf("# SKIP link impairment unavailable (testbed exit %d)\n", rc);
+		skip();
+	}
+	struct pub_args pa = { .host = 1, .topic = "t.link", .n = N_BIG, .size = 64, .want_receivers = 1 };
+	struct sub_spec ss = { .host = 2, .topic = "t.link" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 90000);
+	tb_impair(tb, 2, "--clear");
+	check_result(&r, N_BIG, false, "link loss 5%");
+	assert_true(r.c.naks_sent > 0);
+}
+
+/* Child in h3: listen to the group, then attack the session it hears. */
+static void attacker_main(const char *group, uint16_t port)
+{
+	if (tb_enter(tb, 3))
+		_exit(3);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	bind(fd, (struct sockaddr *)&a, sizeof(a));
+	struct ip_mreqn m = { 0 };
+	inet_pton(AF_INET, group, &m.imr_multiaddr);
+	setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m));
+	struct timeval tv = { .tv_sec = 10 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	uint8_t f[2048] __attribute__((aligned(8)));
+	struct sockaddr_in src;
+	socklen_t sl = sizeof(src);
+	ssize_t n;
+	do
+		n = recvfrom(fd, f, sizeof(f), 0, (struct sockaddr *)&src, &sl);
+	while (n > 0 && (n < 24 || f[3] != FLIT_FT_DATA));
+	if (n <= 0)
+		_exit(8);
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, group, &dst.sin_addr);
+	uint8_t g[2048] __attribute__((aligned(8)));
+	for (int round = 0; round < 50; round++) {
+		/* foreign application on the same group:port */
+		sendto(fd, "hello, not flit", 15, 0, (struct sockaddr *)&dst, sizeof(dst));
+		/* truncated frame */
+		sendto(fd, f, (size_t)n - 8, 0, (struct sockaddr *)&dst, sizeof(dst));
+		/* unknown version */
+		memcpy(g, f, (size_t)n);
+		g[2] = 9;
+		sendto(fd, g, (size_t)n, 0, (struct sockaddr *)&dst, sizeof(dst));
+		/* count lies */
+		memcpy(g, f, (size_t)n);
+		flit_st16(g + 6, 7);
+		sendto(fd, g, (size_t)n, 0, (struct sockaddr *)&dst, sizeof(dst));
+		/* NAKs for never-sent and long-gone sequence numbers, to the
+		 * source's own socket, and a flood of them */
+		struct flit_seq_range r[2] = { { .first = 1ull << 40, .n = 1000 }, { .first = 0, .n = 1 } };
+		size_t l = flit_ctl_ranges_encode(g, sizeof(g), FLIT_FT_NAK, flit_ld32(f + 12), 0, r, 2);
+		for (int k = 0; k < 200; k++)
+			sendto(fd, g, l, 0, (struct sockaddr *)&src, sizeof(src));
+		usleep(10000);
+	}
+	_exit(0);
+}
+
+static void bad_input_is_dropped_and_counted(void **state)
+{
+	(void)state;
+	pid_t att = tl_fork();
+	if (att == 0)
+		attacker_main("239.192.88.9", 14700);
+	struct pub_args pa = { .host = 1, .topic = "t.bad", .n = 20000, .size = 64, .want_receivers = 1,
+			       .gap_us = 30, .src_cfg = "udp.group = 239.192.88.9\nudp.port = 14700" };
+	struct sub_spec ss = { .host = 2, .topic = "t.bad" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 60000);
+	int status;
+	waitpid(att, &status, 0);
+	check_result(&r, pa.n, false, "under attack");
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(r.c.foreign_dropped > 0);
+	assert_true(r.c.malformed > 0);
+}
+
+int main(void)
+{
+	snprintf(tb, sizeof(tb), "u%d", (int)(getpid() % 1000000));
+	int rc = tb_up(tb, 3, "");
+	if (rc == 77)
+		return 77;
+	if (rc) {
+		printf("testbed up failed: %d\n", rc);
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(two_hosts_deliver_100k_in_order),
+		cmocka_unit_test(multicast_fans_out_to_two_hosts),
+		cmocka_unit_test(late_joiner_finds_running_source),
+		cmocka_unit_test(wildcard_finds_topic_created_later),
+		cmocka_unit_test(static_map_multicast_without_resolver),
+		cmocka_unit_test(static_map_unicast_source),
+		cmocka_unit_test(loss_1pct_is_repaired),
+		cmocka_unit_test(loss_5pct_is_repaired),
+		cmocka_unit_test(loss_20pct_delivers_or_reports),
+		cmocka_unit_test(io_uring_two_hosts_deliver_in_order),
+		cmocka_unit_test(io_uring_loss_5pct_is_repaired),
+		cmocka_unit_test(io_uring_loss_20pct_delivers_or_reports),
+		cmocka_unit_test(link_loss_5pct_is_repaired),
+		cmocka_unit_test(bad_input_is_dropped_and_counted),
+	};
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	tb_down(tb);
+	return rc;
+}

@@ -1,0 +1,1810 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The udp transport: kernel UDP multicast (and unicast) sessions with topic
+ * resolution and NAK reliability (userspace/rel.h), in the manner of LBT-RM.
+ *
+ * A source (one per publisher) owns one UDP socket: it sends DATA frames to
+ * its multicast group:port (or to each joined receiver in unicast mode), and
+ * receives NAKs, "who is session" queries and joins on it.  Its session is
+ * advertised on the resolver channel (a multicast group per domain) with a
+ * backoff, and whenever a query matches.  Retransmissions, NCFs, heartbeats,
+ * adverts and idle-batch flushes are the source-side service, run by a
+ * context thread (context.udp.service = thread, default) or by
+ * flit_ctx_poll() (= poll).  Sources are locked (a mutex per source) so the
+ * application's send and the service never race; the receive side belongs
+ * to the polling thread alone and takes no lock.
+ *
+ * The receive side keeps one socket per multicast group:port it listens on,
+ * one unicast socket (queries, NAKs and joins go out on it; INFO replies and
+ * unicast data come back to it), and a resolver socket that hears adverts.
+ * A session is bound when an INFO names a wanted topic: the receiver starts
+ * at the INFO's next sequence number, joins the group and sends JOIN to the
+ * source (keepalive once a second: the source counts its receivers and, in
+ * unicast mode, sends to them).
+ *
+ * Wire format: docs/PROTOCOL.md.  Settings: docs/CONFIG.md (context.udp.*,
+ * source.udp.*, receiver.udp.*).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/net_tstamp.h>
+#include <linux/sockios.h>
+
+#include "core.h"
+#include "ctl.h"
+#include "rel.h"
+#include "udp/udp_io.h"
+
+#define MS  1000000ull
+#define US  1000ull
+#define RX_DGRAM_MAX   65507u
+#define CTL_BUF        2048u
+#define HOUSE_NS       (1 * MS)   /* receive-side housekeeping period */
+#define JOIN_NS        (1000 * MS)/* receiver keepalive to its sources */
+#define RCV_EXPIRE_NS  (3500 * MS)/* a source forgets a silent receiver */
+#define QUERY_MIN_NS   (10 * MS)
+#define QUERY_EXACT_MAX_NS (1000 * MS)
+#define ADVERT_MIN_NS  (10 * MS)
+#define UNKNOWN_QUERY_NS (200 * MS)
+#define NUNK 16
+
+#ifndef SO_BUSY_POLL
+#define SO_BUSY_POLL 46
+#endif
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef IP_MULTICAST_ALL
+#define IP_MULTICAST_ALL 49
+#endif
+
+/* ---- receive side --------------------------------------------------------- */
+
+struct rsock {                  /* a multicast group:port we listen on */
+	struct rsock *next;
+	struct in_addr group;
+	uint16_t port;
+	unsigned refs;
+	struct flit_udp_io *io;
+};
+
+struct rsess {                  /* a remote source's session */
+	struct rsess *next;
+	struct flit_tp *tp;
+	uint32_t id;
+	struct sockaddr_in ctl;     /* NAKs, joins, queries go here */
+	uint8_t mode;
+	struct in_addr group;
+	uint16_t port;
+	unsigned ntopics;
+	uint32_t *tidx;
+	char **tname;
+	struct rsock *sock;         /* multicast: the socket data comes on */
+	struct flit_rx_session *core; /* bound: some subscriber wants it */
+	struct flit_rel_rx *rel;
+	const void *cur;            /* the datagram being handled (stamps) */
+	uint64_t cur_ts;
+	uint32_t cur_ts_flags;
+	uint64_t timeout_ns;
+	uint64_t last_heard, next_join;
+};
+
+/* ---- source side ------------------------------------------------------------ */
+
+struct urcv { struct sockaddr_in a; uint64_t expires; };
+
+struct udp_src {
+	struct udp_src *next;
+	struct flit_tp *tp;
+	pthread_mutex_t lock;
+	char topic[FLIT_TOPIC_MAX + 1];
+	uint32_t session;
+	int fd;
+	struct flit_udp_io *io;      /* the application thread's data sends */
+	struct sockaddr_in self;     /* bound address (port: ctl port) */
+	struct sockaddr_in dest;     /* multicast group:port */
+	uint8_t mode;
+	struct urcv *rcv;            /* joined receivers */
+	unsigned nrcv, caprcv;
+	struct flit_rel_tx *rel;
+	struct flit_ratelimit rl;
+	bool rate_on;
+	bool ts, batching;
+	uint32_t max_dgram, batch_min;
+	uint64_t batch_ivl, batch_t0;
+	uint8_t *buf;                /* the frame being built */
+	uint32_t flen;
+	uint16_t count;
+	uint64_t next_seq;           /* of the next message */
+	bool claimed;
+	uint8_t *claim_pl;
+	uint64_t advert_at, advert_ivl, advert_max, last_advert;
+	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
+	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
+};
+
+struct flit_tp {
+	struct flit_ctx *ctx;
+	const struct flit_cfg_context *cc;
+	uint32_t domain;
+	struct in_addr ifaddr;       /* 0: let routing choose */
+	unsigned ifindex;
+	struct flit_udp_io_cfg iocfg;
+	struct sockaddr_in resolver; /* port 0: multicast resolution off */
+
+	/* receive side: the polling thread only */
+	struct rsock *socks;
+	struct rsess *sess;
+	struct rsess *last;
+	struct flit_udp_io *ucast;
+	struct flit_udp_io *res_rx;
+	struct flit_udp_dgram *dg;
+	unsigned nstatic;
+	struct rsock **statics;      /* static-map multicast sockets held */
+	struct sockaddr_in *static_uc; /* static-map unicast query targets */
+	unsigned nstatic_uc;
+	uint64_t next_house, query_at, query_ivl;
+	bool in_poll, dirty, want_ucast_every_poll;
+	struct { uint32_t id; uint64_t at; } unk[NUNK];
+	unsigned unk_next;
+	uint64_t rng;
+	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
+
+	/* source side */
+	pthread_mutex_t lock;        /* srcs, res_fd, the thread's state */
+	struct udp_src *srcs;
+	int res_fd;                  /* hears queries for our sources */
+	int epfd, wakefd;
+	pthread_t thread;
+	bool thread_on, stop;
+	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
+};
+
+static uint64_t mono(void)
+{
+	return flit_monotonic_now();
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
+	x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static const char *ep(const struct sockaddr_in *a, char *buf, size_t n)
+{
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+	snprintf(buf, n, "%s:%u", ip, ntohs(a->sin_port));
+	return buf;
+}
+
+/* "a.b.c.d:port" (validated by the config parser) */
+static void parse_ep(const char *s, struct sockaddr_in *a)
+{
+	char b[FLIT_ENDPOINT_MAX];
+	snprintf(b, sizeof(b), "%s", s);
+	char *colon = strchr(b, ':');
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	if (!colon)
+		return;
+	*colon = '\0';
+	inet_pton(AF_INET, b, &a->sin_addr);
+	a->sin_port = htons((uint16_t)atoi(colon + 1));
+}
+
+static bool same_ep(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/* ---- sockets ------------------------------------------------------------------ */
+
+static int sock_err(const char *what, const char *where)
+{
+	int e = errno;
+	return flit_err(e, "udp: %s %s: %s", what, where, strerror(e));
+}
+
+/* A UDP socket with the context's options, bound to addr:port. */
+static int udp_socket(struct flit_tp *tp, struct in_addr addr, uint16_t port,
+		      bool reuse, bool rx)
+{
+	char where[48];
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = addr,
+				  .sin_port = htons(port) };
+	int one = 1, zero = 0, fd, v;
+
+	ep(&sa, where, sizeof(where));
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return sock_err("socket", where);
+	if (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		goto fail;
+	v = (int)tp->cc->udp_rcvbuf;
+	if (rx && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)))
+		goto fail;
+	v = (int)tp->cc->udp_sndbuf;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)))
+		goto fail;
+	if (tp->cc->udp_busy_poll_us) {
+		v = (int)tp->cc->udp_busy_poll_us;
+		/* best effort: SO_BUSY_POLL needs CAP_NET_ADMIN to raise */
+		if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &v, sizeof(v)))
+			flit_info("udp: SO_BUSY_POLL %d on %s: %s", v, where, strerror(errno));
+		setsockopt(fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one));
+	}
+	v = (int)tp->cc->udp_ttl;
+	if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &v, sizeof(v)))
+		goto fail;
+	v = tp->cc->udp_loopback;
+	if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &v, sizeof(v)))
+		goto fail;
+	/* only the groups this socket joined, not every group of the host */
+	if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)))
+		goto fail;
+	if (tp->ifaddr.s_addr &&
+	    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &tp->ifaddr, sizeof(tp->ifaddr)))
+		goto fail;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		goto fail;
+	return fd;
+fail:
+	v = sock_err("socket option/bind", where);
+	close(fd);
+	return v;
+}
+
+static int join_group(struct flit_tp *tp, int fd, struct in_addr group)
+{
+	struct ip_mreqn m = { .imr_multiaddr = group, .imr_address = tp->ifaddr,
+			      .imr_ifindex = (int)tp->ifindex };
+	if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m))) {
+		char where[48];
+		struct sockaddr_in a = { .sin_addr = group };
+		ep(&a, where, sizeof(where));
+		int e = errno;
+		return flit_err(e, "udp: join multicast group %s%s%s: %s%s", where,
+				tp->ifindex ? " on " : "", tp->ifindex ? tp->cc->udp_interface : "",
+				strerror(e), e == ENODEV ? " (no multicast route: set context.udp.interface)" : "");
+	}
+	return 0;
+}
+
+static int io_wrap(struct flit_tp *tp, int fd, bool rx, struct flit_udp_io **out)
+{
+	struct flit_udp_io_cfg c = tp->iocfg;
+	if (!rx) {
+		/* sources send only through io; their control traffic is read
+		 * with plain calls by the service */
+		c.batch = 1;
+		c.timestamps = false;
+		memset(&c.impair, 0, sizeof(c.impair));
+	}
+	int err = flit_udp_io_open(fd, &c, out);
+	if (err == -EOPNOTSUPP && c.backend == FLIT_UDP_URING) {
+		flit_warn("udp: io_uring unavailable (%s); using sockets", flit_errmsg());
+		tp->iocfg.backend = FLIT_UDP_SOCKETS;
+		c.backend = FLIT_UDP_SOCKETS;
+		fd = dup(fd);
+		if (fd < 0)
+			return -errno;
+		err = flit_udp_io_open(fd, &c, out);
+	}
+	return err;
+}
+
+/* A receive socket for group:port, shared by every session on it. */
+static struct rsock *rsock_get(struct flit_tp *tp, struct in_addr group, uint16_t port)
+{
+	struct rsock *r;
+	int fd, err;
+
+	for (r = tp->socks; r; r = r->next)
+		if (r->group.s_addr == group.s_addr && r->port == port) {
+			r->refs++;
+			return r;
+		}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return flit_err_null(ENOMEM, "udp: out of memory");
+	r->group = group;
+	r->port = port;
+	r->refs = 1;
+	fd = udp_socket(tp, (struct in_addr){ INADDR_ANY }, port, true, true);
+	if (fd < 0 || (err = join_group(tp, fd, group))) {
+		if (fd >= 0)
+			close(fd);
+		free(r);
+		return NULL;
+	}
+	if ((err = io_wrap(tp, fd, true, &r->io))) {
+		free(r);
+		return flit_null(-err);
+	}
+	r->next = tp->socks;
+	tp->socks = r;
+	return r;
+}
+
+static void rsock_put(struct flit_tp *tp, struct rsock *r)
+{
+	if (!r || --r->refs)
+		return;
+	for (struct rsock **pp = &tp->socks; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	flit_udp_io_close(r->io);
+	free(r);
+}
+
+/* Send one control frame from the receiver's unicast socket. */
+static void rx_send(struct flit_tp *tp, const void *buf, size_t len,
+		    const struct sockaddr_in *to)
+{
+	struct flit_udp_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = *to };
+	if (tp->ucast && len)
+		flit_udp_io_send(tp->ucast, &d, 1);
+}
+
+/* ---- receive side: sessions ------------------------------------------------ */
+
+static struct rsess *sess_find(struct flit_tp *tp, uint32_t id)
+{
+	if (tp->last && tp->last->id == id)
+		return tp->last;
+	for (struct rsess *s = tp->sess; s; s = s->next)
+		if (s->id == id)
+			return tp->last = s;
+	return NULL;
+}
+
+static bool sess_wanted(const struct rsess *s)
+{
+	for (unsigned i = 0; i < s->ntopics; i++)
+		if (flit_ctx_wants(s->tp->ctx, s->tname[i]))
+			return true;
+	return false;
+}
+
+static int rel_deliver(void *arg, const void *frame, size_t len)
+{
+	struct rsess *s = arg;
+	if (frame == s->cur) {
+		s->core->frame_ts = s->cur_ts;
+		s->core->frame_ts_flags = s->cur_ts_flags;
+	} else {
+		s->core->frame_ts = 0;
+	}
+	int n = flit_rx_frame(s->tp->ctx, s->core, frame, len);
+	s->core->frame_ts = 0;
+	return n < 0 ? 0 : n;
+}
+
+static int rel_loss(void *arg, uint64_t first, uint64_t n)
+{
+	struct rsess *s = arg;
+	int ev = flit_rx_session_loss(s->core, first, n);
+	if (s->core->next_seq < first + n)
+		s->core->next_seq = first + n;
+	s->core->started = true;
+	return ev;
+}
+
+static void send_join(struct rsess *s, uint16_t flags)
+{
+	struct flit_tp *tp = s->tp;
+	size_t n = flit_ctl_join_encode(tp->ctl, sizeof(tp->ctl), s->id, tp->domain, flags);
+	rx_send(tp, tp->ctl, n, &s->ctl);
+}
+
+static int sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t now)
+{
+	struct flit_tp *tp = s->tp;
+	struct flit_cfg_receiver rc;
+	char src[64], e[48];
+	int err;
+
+	flit_ctx_rcv_cfg(tp->ctx, s->tname[0], &rc);
+	for (unsigned i = 0; i < s->ntopics; i++)
+		if (flit_ctx_wants(tp->ctx, s->tname[i])) {
+			flit_ctx_rcv_cfg(tp->ctx, s->tname[i], &rc);
+			break;
+		}
+	struct flit_rel_rx_cfg relc = {
+		.nak_backoff_ns = rc.udp_nak_backoff_us * US,
+		.nak_interval_ns = rc.udp_nak_interval_ms * MS,
+		.nak_timeout_ns = rc.udp_nak_timeout_ms * MS,
+		.reorder_bytes = rc.udp_reorder,
+	};
+	s->timeout_ns = rc.udp_session_timeout_ms * MS;
+	if (s->mode == FLIT_MODE_MCAST) {
+		s->sock = rsock_get(tp, s->group, s->port);
+		if (!s->sock)
+			return -errno;
+	}
+	err = flit_rel_rx_new(&relc, rng_next(&tp->rng) ^ s->id, rel_deliver, rel_loss, s, &s->rel);
+	if (err)
+		goto fail;
+	snprintf(src, sizeof(src), "udp:%s", ep(&s->ctl, e, sizeof(e)));
+	s->core = flit_rx_session_new(tp->ctx, s->id, src);
+	if (!s->core) {
+		err = -errno;
+		goto fail;
+	}
+	if (start_known) {
+		flit_rel_rx_start(s->rel, next);
+		flit_rx_session_start(s->core, next);
+	}
+	for (unsigned i = 0; i < s->ntopics; i++)
+		flit_rx_session_topic(s->core, s->tidx[i], s->tname[i]);
+	send_join(s, 0);
+	s->next_join = now + JOIN_NS;
+	s->last_heard = now;
+	if (s->mode == FLIT_MODE_UNICAST)
+		tp->want_ucast_every_poll = true;
+	flit_info("udp: joined session %08x (%s) from %s", s->id, s->tname[0], src);
+	return 0;
+fail:
+	flit_rel_rx_free(s->rel);
+	s->rel = NULL;
+	rsock_put(tp, s->sock);
+	s->sock = NULL;
+	return err;
+}
+
+static int sess_unbind(struct rsess *s, uint32_t flags, bool leave)
+{
+	int ev = 0;
+	if (!s->core)
+		return 0;
+	if (leave)
+		send_join(s, FLIT_JF_LEAVE);
+	ev = flit_rx_session_end(s->core, flags);
+	s->core = NULL;
+	flit_rel_rx_free(s->rel);
+	s->rel = NULL;
+	rsock_put(s->tp, s->sock);
+	s->sock = NULL;
+	return ev;
+}
+
+static void sess_free_topics(struct rsess *s)
+{
+	for (unsigned i = 0; i < s->ntopics; i++)
+		free(s->tname[i]);
+	free(s->tname);
+	free(s->tidx);
+	s->tname = NULL;
+	s->tidx = NULL;
+	s->ntopics = 0;
+}
+
+static void sess_delete(struct flit_tp *tp, struct rsess *s)
+{
+	for (struct rsess **pp = &tp->sess; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	if (tp->last == s)
+		tp->last = NULL;
+	sess_free_topics(s);
+	free(s);
+}
+
+static void update_ucast_need(struct flit_tp *tp)
+{
+	tp->want_ucast_every_poll = false;
+	for (struct rsess *s = tp->sess; s; s = s->next)
+		if (s->core && s->mode == FLIT_MODE_UNICAST)
+			tp->want_ucast_every_poll = true;
+}
+
+/* An INFO frame (from the resolver, a query reply, or a static source). */
+static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
+		   const struct sockaddr_in *from, uint64_t now)
+{
+	struct flit_ctl_info in;
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+	struct rsess *s;
+	int ev = 0;
+
+	flit_ctl_info_get(f, &in);
+	if (in.domain != tp->domain || h->count == 0)
+		return 0;
+	s = sess_find(tp, h->session_id);
+	if (!s) {
+		bool any = false;
+		flit_ctl_names_init(&it, f, h);
+		while (flit_ctl_names_next(&it, &nm)) {
+			char name[FLIT_TOPIC_MAX + 1];
+			memcpy(name, nm.name, nm.len);
+			name[nm.len] = '\0';
+			any |= flit_ctx_wants(tp->ctx, name);
+		}
+		if (!any)
+			return 0; /* not for us: remember nothing */
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return flit_err(ENOMEM, "udp: out of memory");
+		s->tp = tp;
+		s->id = h->session_id;
+		s->next = tp->sess;
+		tp->sess = s;
+	}
+	s->last_heard = now;
+	if (s->core)
+		return 0; /* bound: INFO only refreshes liveness */
+	/* (re)learn the session's addresses and topics */
+	sess_free_topics(s);
+	s->mode = in.mode;
+	s->ctl.sin_family = AF_INET;
+	s->ctl.sin_addr.s_addr = in.ctl_addr ? in.ctl_addr : from->sin_addr.s_addr;
+	s->ctl.sin_port = in.ctl_port ? htons(in.ctl_port) : from->sin_port;
+	s->group.s_addr = in.data_addr;
+	s->port = in.data_port;
+	s->tidx = calloc(h->count, sizeof(*s->tidx));
+	s->tname = calloc(h->count, sizeof(*s->tname));
+	if (!s->tidx || !s->tname) {
+		sess_delete(tp, s);
+		return flit_err(ENOMEM, "udp: out of memory");
+	}
+	flit_ctl_names_init(&it, f, h);
+	while (flit_ctl_names_next(&it, &nm)) {
+		char *n = strndup(nm.name, nm.len);
+		if (!n)
+			break;
+		s->tidx[s->ntopics] = nm.idx;
+		s->tname[s->ntopics++] = n;
+	}
+	if (s->mode == FLIT_MODE_MCAST && (!IN_MULTICAST(ntohl(s->group.s_addr)) || !s->port)) {
+		flit_ctx_rx_counters(tp->ctx)->malformed++;
+		sess_delete(tp, s);
+		return 0;
+	}
+	if (sess_wanted(s)) {
+		int err = sess_bind(s, h->seq, true, now);
+		if (err < 0)
+			flit_warn("udp: cannot join session %08x: %s", s->id, flit_errmsg());
+	}
+	return ev;
+}
+
+/* A frame of a session we do not know: ask its sender who it is (rate
+ * limited per session id), if anything here could want it. */
+static void on_unknown(struct flit_tp *tp, uint32_t id, const struct sockaddr_in *from,
+		       uint64_t now)
+{
+	flit_ctx_rx_counters(tp->ctx)->unknown_session++;
+	if (!flit_ctx_wants_any(tp->ctx))
+		return;
+	for (unsigned i = 0; i < NUNK; i++)
+		if (tp->unk[i].id == id && now - tp->unk[i].at < UNKNOWN_QUERY_NS)
+			return;
+	tp->unk[tp->unk_next].id = id;
+	tp->unk[tp->unk_next].at = now;
+	tp->unk_next = (tp->unk_next + 1) % NUNK;
+	size_t n = flit_ctl_query_encode(tp->ctl, sizeof(tp->ctl), id, tp->domain, NULL, 0);
+	rx_send(tp, tp->ctl, n, from);
+}
+
+/* One received datagram (data socket, unicast socket or resolver). */
+static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t now)
+{
+	const uint8_t *p = d->buf;
+	struct flit_counters *c = flit_ctx_rx_counters(tp->ctx);
+	struct flit_frame_hdr h;
+	struct rsess *s;
+	enum flit_frame_err fe;
+
+	if (FLIT_UNLIKELY(d->len < FLIT_FRAME_HDR_LEN || flit_ld16(p) != FLIT_WIRE_MAGIC)) {
+		c->foreign_dropped++;
+		return 0;
+	}
+	if (FLIT_LIKELY(p[3] == FLIT_FT_DATA)) {
+		s = sess_find(tp, flit_ld32(p + 12));
+		if (FLIT_UNLIKELY(!s || !s->core)) {
+			if (!s)
+				on_unknown(tp, flit_ld32(p + 12), &d->addr, now);
+			return 0;
+		}
+		fe = flit_frame_check(p, d->len, &h);
+		if (FLIT_UNLIKELY(fe != FLIT_FE_OK)) {
+			c->malformed++;
+			flit_debug("udp: frame from %08x dropped: %s", s->id, flit_frame_strerr(fe));
+			return 0;
+		}
+		s->last_heard = now;
+		s->cur = p;
+		s->cur_ts = d->rx_ts_hw_ns ? d->rx_ts_hw_ns : d->rx_ts_ns;
+		s->cur_ts_flags = d->rx_ts_hw_ns ? FLIT_MSGF_RECV_TS_HW :
+				  d->rx_ts_ns ? FLIT_MSGF_RECV_TS_KERNEL : 0;
+		int n = flit_rel_rx_data(s->rel, p, h.len, h.seq, h.count, now);
+		s->cur = NULL;
+		uint64_t dl = flit_rel_rx_deadline(s->rel);
+		if (dl < tp->next_house)
+			tp->next_house = dl;
+		return n < 0 ? 0 : n;
+	}
+
+	fe = flit_ctl_check(p, d->len, &h);
+	if (fe != FLIT_FE_OK) {
+		c->malformed++;
+		flit_debug("udp: control frame dropped: %s", flit_frame_strerr(fe));
+		return 0;
+	}
+	switch (h.type) {
+	case FLIT_FT_HB:
+		s = sess_find(tp, h.session_id);
+		if (!s) {
+			on_unknown(tp, h.session_id, &d->addr, now);
+			return 0;
+		}
+		s->last_heard = now;
+		if (!s->core)
+			return 0;
+		if (h.flags & FLIT_HBF_END)
+			return sess_unbind(s, 0, false);
+		{
+			int n = flit_rel_rx_hb(s->rel, h.seq, flit_ctl_hb_trail(p), now);
+			uint64_t dl = flit_rel_rx_deadline(s->rel);
+			if (dl < tp->next_house)
+				tp->next_house = dl;
+			return n < 0 ? 0 : n;
+		}
+	case FLIT_FT_NCF: {
+		struct flit_seq_range r[FLIT_CTL_RANGES_MAX];
+		unsigned n = h.count < FLIT_CTL_RANGES_MAX ? h.count : FLIT_CTL_RANGES_MAX;
+		s = sess_find(tp, h.session_id);
+		if (!s || !s->core)
+			return 0;
+		for (unsigned i = 0; i < n; i++)
+			flit_ctl_range(p, i, &r[i]);
+		int ev = flit_rel_rx_ncf(s->rel, r, n, now);
+		return ev < 0 ? 0 : ev;
+	}
+	case FLIT_FT_INFO:
+		return on_info(tp, p, &h, &d->addr, now);
+	default:
+		/* NAK, QUERY, JOIN are for sources; a receiver ignores them */
+		return 0;
+	}
+}
+
+static int drain(struct flit_tp *tp, struct flit_udp_io *io, int limit, uint64_t now)
+{
+	int total = 0;
+	unsigned want = tp->iocfg.batch;
+
+	while (total < limit) {
+		int n = flit_udp_io_recv(io, tp->dg, want);
+		if (n <= 0)
+			return n < 0 ? n : total;
+		for (int i = 0; i < n; i++)
+			total += on_dgram(tp, &tp->dg[i], now);
+		if ((unsigned)n < want)
+			break;
+	}
+	return total;
+}
+
+/* ---- receive side: resolution ------------------------------------------------ */
+
+struct qbuild {
+	struct flit_tp *tp;
+	struct flit_ctl_name names[FLIT_CTL_NAMES_MAX];
+	unsigned n;
+	bool unresolved_exact, patterns;
+};
+
+static bool topic_bound(struct flit_tp *tp, const char *topic)
+{
+	for (struct rsess *s = tp->sess; s; s = s->next)
+		if (s->core)
+			for (unsigned i = 0; i < s->ntopics; i++)
+				if (!strcmp(s->tname[i], topic))
+					return true;
+	return false;
+}
+
+static void query_flush(struct qbuild *q)
+{
+	struct flit_tp *tp = q->tp;
+	if (!q->n)
+		return;
+	size_t len = flit_ctl_query_encode(tp->ctl, sizeof(tp->ctl), 0, tp->domain, q->names, q->n);
+	if (tp->resolver.sin_port)
+		rx_send(tp, tp->ctl, len, &tp->resolver);
+	for (unsigned i = 0; i < tp->nstatic_uc; i++)
+		rx_send(tp, tp->ctl, len, &tp->static_uc[i]);
+	q->n = 0;
+}
+
+static int query_add(void *arg, const char *topic, bool pattern,
+		     const struct flit_cfg_receiver *rc)
+{
+	struct qbuild *q = arg;
+	(void)rc;
+	if (!pattern && topic_bound(q->tp, topic))
+		return 0;
+	for (unsigned i = 0; i < q->n; i++)
+		if (q->names[i].kind == pattern && !strcmp(q->names[i].name, topic))
+			return 0;
+	if (pattern)
+		q->patterns = true;
+	else
+		q->unresolved_exact = true;
+	q->names[q->n++] = (struct flit_ctl_name){ .kind = pattern ? FLIT_NAME_PATTERN : FLIT_NAME_EXACT,
+						   .len = (uint16_t)strlen(topic), .name = topic };
+	if (q->n == FLIT_CTL_NAMES_MAX)
+		query_flush(q);
+	return 0;
+}
+
+static void send_queries(struct flit_tp *tp, uint64_t now)
+{
+	struct qbuild q = { .tp = tp };
+
+	flit_ctx_each_sub(tp->ctx, query_add, &q);
+	query_flush(&q);
+	uint64_t max = q.unresolved_exact ? QUERY_EXACT_MAX_NS : tp->cc->udp_resolver_max_ms * MS;
+	if (max > tp->cc->udp_resolver_max_ms * MS)
+		max = tp->cc->udp_resolver_max_ms * MS;
+	tp->query_ivl = tp->query_ivl * 2 > max ? max : tp->query_ivl * 2;
+	if (!q.unresolved_exact && !q.patterns)
+		tp->query_ivl = UINT64_MAX / 4; /* nothing to ask for */
+	tp->query_at = now + tp->query_ivl;
+}
+
+/* Static topic map: listen on the multicast groups, query the unicast
+ * addresses that subscribers' receiver.udp.static name. */
+struct stbuild { struct flit_tp *tp; int err; };
+
+static int static_add(void *arg, const char *topic, bool pattern,
+		      const struct flit_cfg_receiver *rc)
+{
+	struct stbuild *b = arg;
+	struct flit_tp *tp = b->tp;
+	struct sockaddr_in a;
+	(void)topic; (void)pattern;
+
+	if (!rc->udp_static[0])
+		return 0;
+	parse_ep(rc->udp_static, &a);
+	if (IN_MULTICAST(ntohl(a.sin_addr.s_addr))) {
+		struct rsock **v = realloc(tp->statics, (tp->nstatic + 1) * sizeof(*v));
+		if (!v)
+			return b->err = flit_err(ENOMEM, "udp: out of memory");
+		tp->statics = v;
+		struct rsock *r = rsock_get(tp, a.sin_addr, ntohs(a.sin_port));
+		if (!r) {
+			flit_warn("udp: receiver.udp.static %s: %s", rc->udp_static, flit_errmsg());
+			return 0;
+		}
+		tp->statics[tp->nstatic++] = r;
+	} else {
+		for (unsigned i = 0; i < tp->nstatic_uc; i++)
+			if (same_ep(&tp->static_uc[i], &a))
+				return 0;
+		struct sockaddr_in *v = realloc(tp->static_uc, (tp->nstatic_uc + 1) * sizeof(*v));
+		if (!v)
+			return b->err = flit_err(ENOMEM, "udp: out of memory");
+		tp->static_uc = v;
+		tp->static_uc[tp->nstatic_uc++] = a;
+	}
+	return 0;
+}
+
+static void statics_release(struct flit_tp *tp)
+{
+	for (unsigned i = 0; i < tp->nstatic; i++)
+		rsock_put(tp, tp->statics[i]);
+	tp->nstatic = 0;
+	tp->nstatic_uc = 0;
+}
+
+/* Bind sessions that became wanted, unbind those no longer wanted. */
+static void rebind(struct flit_tp *tp, uint64_t now)
+{
+	struct stbuild b = { .tp = tp };
+
+	statics_release(tp);
+	flit_ctx_each_sub(tp->ctx, static_add, &b);
+	for (struct rsess *s = tp->sess, *next; s; s = next) {
+		next = s->next;
+		bool want = s->ntopics && sess_wanted(s);
+		if (want && !s->core) {
+			/* start where the source is now: a late joiner */
+			if (sess_bind(s, 0, false, now) < 0)
+				flit_warn("udp: cannot join session %08x: %s", s->id, flit_errmsg());
+		} else if (!want && s->core) {
+			sess_unbind(s, 0, true);
+			sess_delete(tp, s);
+		}
+	}
+	update_ucast_need(tp);
+	tp->query_ivl = QUERY_MIN_NS / 2;
+	tp->query_at = now;
+	tp->dirty = false;
+}
+
+/* Timers of the receive side: NAKs, joins, liveness, queries. */
+static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
+{
+	struct flit_seq_range naks[FLIT_CTL_RANGES_MAX];
+	uint64_t next = now + HOUSE_NS;
+	int ev = 0;
+
+	if (tp->res_rx)
+		ev += drain(tp, tp->res_rx, limit, now);
+	if (!tp->want_ucast_every_poll && tp->ucast)
+		ev += drain(tp, tp->ucast, limit, now);
+	for (struct rsess *s = tp->sess, *sn; s; s = sn) {
+		sn = s->next;
+		if (!s->core) {
+			/* an unbound session we heard of: forget it when silent */
+			if (now - s->last_heard > 10000 * MS)
+				sess_delete(tp, s);
+			continue;
+		}
+		if (now - s->last_heard > s->timeout_ns) {
+			flit_info("udp: session %08x silent for %llu ms: source gone",
+				  s->id, (unsigned long long)((now - s->last_heard) / MS));
+			ev += sess_unbind(s, FLIT_MSGF_SOURCE_DIED, false);
+			sess_delete(tp, s);
+			update_ucast_need(tp);
+			continue;
+		}
+		if (now >= s->next_join) {
+			send_join(s, 0);
+			s->next_join = now + JOIN_NS;
+		}
+		if (flit_rel_rx_deadline(s->rel) <= now) {
+			unsigned n = 0;
+			int r = flit_rel_rx_timer(s->rel, now, naks, FLIT_CTL_RANGES_MAX, &n);
+			if (r > 0)
+				ev += r;
+			if (n) {
+				size_t len = flit_ctl_ranges_encode(tp->ctl, sizeof(tp->ctl), FLIT_FT_NAK,
+								    s->id, 0, naks, n);
+				rx_send(tp, tp->ctl, len, &s->ctl);
+				flit_ctx_rx_counters(tp->ctx)->naks_sent += n;
+			}
+		}
+		uint64_t dl = flit_rel_rx_deadline(s->rel);
+		if (dl < next)
+			next = dl;
+	}
+	if (now >= tp->query_at)
+		send_queries(tp, now);
+	tp->next_house = next;
+	return ev;
+}
+
+/* ---- source side ---------------------------------------------------------------- */
+
+/* Send a frame from the service (plain syscalls: io_uring rings belong to
+ * the application's thread) to the session's destination(s). */
+static void src_raw(struct udp_src *s, const void *buf, size_t len)
+{
+	if (s->mode == FLIT_MODE_MCAST) {
+		if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->dest, sizeof(s->dest)) < 0)
+			flit_debug("udp: %s: send: %s", s->topic, strerror(errno));
+		return;
+	}
+	for (unsigned i = 0; i < s->nrcv; i++)
+		sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->rcv[i].a, sizeof(s->rcv[i].a));
+}
+
+/* Send a DATA frame from the application's thread through the io backend.
+ * Returns 0, FLIT_BACK_PRESSURED (socket full: nothing sent) or
+ * FLIT_NOT_CONNECTED (unicast, no receiver). */
+static int src_xmit(struct udp_src *s, const void *buf, size_t len)
+{
+	struct flit_udp_dgram d[16];
+	unsigned n = 0;
+
+	if (s->mode == FLIT_MODE_MCAST) {
+		d[0] = (struct flit_udp_dgram){ .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
+		n = 1;
+	} else {
+		if (!s->nrcv)
+			return FLIT_NOT_CONNECTED;
+		for (unsigned i = 0; i < s->nrcv; i++) {
+			d[n++] = (struct flit_udp_dgram){ .buf = (void *)buf, .len = (uint32_t)len,
+							  .addr = s->rcv[i].a };
+			if (n == 16 || i + 1 == s->nrcv) {
+				int r = flit_udp_io_send(s->io, d, n);
+				if (r <= 0 && i + 1 == n)
+					return FLIT_BACK_PRESSURED;
+				n = 0;
+			}
+		}
+		return 0;
+	}
+	int r = flit_udp_io_send(s->io, d, n);
+	return r == 1 ? 0 : FLIT_BACK_PRESSURED;
+}
+
+static uint32_t max_msg_of(const struct udp_src *s)
+{
+	uint32_t room = s->max_dgram - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN - (s->ts ? FLIT_MSG_TS_LEN : 0);
+	return room & ~7u;
+}
+
+/* Send the frame being built.  Called with the lock held. */
+static int src_flush_locked(struct udp_src *s, uint64_t now, bool raw)
+{
+	if (!s->count)
+		return 0;
+	if (s->rate_on && !flit_rl_take(&s->rl, s->flen, now)) {
+		s->c.rate_limited++;
+		return FLIT_BACK_PRESSURED;
+	}
+	uint64_t seq = flit_ld64(s->buf + 16);
+	if (raw) {
+		src_raw(s, s->buf, s->flen);
+	} else {
+		int r = src_xmit(s, s->buf, s->flen);
+		/* a batch is numbered already: if the socket refused it, it
+		 * is lost like a drop on the wire and repaired by NAK */
+		if (r == FLIT_BACK_PRESSURED)
+			s->c.back_pressured++;
+	}
+	flit_rel_tx_sent(s->rel, s->buf, s->flen, seq, s->count, now);
+	s->c.frames_sent++;
+	s->count = 0;
+	s->flen = 0;
+	return 0;
+}
+
+static void src_lock(struct udp_src *s) { pthread_mutex_lock(&s->lock); }
+static void src_unlock(struct udp_src *s) { pthread_mutex_unlock(&s->lock); }
+
+static int udp_send(struct flit_tsrc *ts, const void *data, size_t len)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	uint64_t now;
+	int r = 0;
+
+	if (FLIT_UNLIKELY(len > max_msg_of(s)))
+		return flit_err(EMSGSIZE, "udp: %s: message of %zu bytes exceeds %u (source.udp.max_datagram)",
+				s->topic, len, max_msg_of(s));
+	src_lock(s);
+	if (FLIT_UNLIKELY(s->claimed)) {
+		src_unlock(s);
+		return flit_err(EBUSY, "udp: %s: send during claim", s->topic);
+	}
+	now = mono();
+	uint64_t tsv = s->ts ? flit_realtime_now() : 0;
+	if (!s->batching) {
+		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
+		uint8_t *pl = flit_frame_put_single(s->buf, s->session, s->next_seq, 0,
+						    (uint32_t)len, s->ts, tsv);
+		if (len)
+			memcpy(pl, data, len);
+		if (s->rate_on && !flit_rl_take(&s->rl, flen, now)) {
+			s->c.rate_limited++;
+			s->c.back_pressured++;
+			src_unlock(s);
+			return FLIT_BACK_PRESSURED;
+		}
+		r = src_xmit(s, s->buf, flen);
+		if (r) {
+			if (r == FLIT_BACK_PRESSURED)
+				s->c.back_pressured++;
+			src_unlock(s);
+			return r;
+		}
+		flit_rel_tx_sent(s->rel, s->buf, flen, s->next_seq, 1, now);
+		s->next_seq++;
+		s->c.msgs_sent++;
+		s->c.bytes_sent += len;
+		s->c.frames_sent++;
+		src_unlock(s);
+		return 0;
+	}
+	/* implicit batching */
+	size_t need = flit_msg_wire_len(len, s->ts);
+	if (s->count && s->flen + need > s->max_dgram) {
+		r = src_flush_locked(s, now, false);
+		if (r) {
+			s->c.back_pressured++;
+			src_unlock(s);
+			return r;
+		}
+	}
+	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv) {
+		src_unlock(s);
+		return FLIT_NOT_CONNECTED;
+	}
+	if (!s->count) {
+		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+		s->flen = FLIT_FRAME_HDR_LEN;
+		s->batch_t0 = now;
+	}
+	uint8_t *pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts, tsv);
+	if (len)
+		memcpy(pl, data, len);
+	s->flen = flit_frame_end_msg(s->buf, pl, (uint32_t)len);
+	s->count++;
+	s->next_seq++;
+	s->c.msgs_sent++;
+	s->c.bytes_sent += len;
+	if (s->flen >= s->batch_min || s->count == UINT16_MAX)
+		src_flush_locked(s, now, false);
+	src_unlock(s);
+	return 0;
+}
+
+static int udp_claim(struct flit_tsrc *ts, size_t len, void **buf)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	uint64_t now;
+
+	if (len > max_msg_of(s))
+		return flit_err(EMSGSIZE, "udp: %s: claim of %zu bytes exceeds %u", s->topic, len, max_msg_of(s));
+	src_lock(s);
+	if (s->claimed) {
+		src_unlock(s);
+		return flit_err(EBUSY, "udp: %s: already claimed", s->topic);
+	}
+	now = mono();
+	size_t need = flit_msg_wire_len(len, s->ts);
+	if (s->count && s->flen + need > s->max_dgram) {
+		int r = src_flush_locked(s, now, false);
+		if (r) {
+			src_unlock(s);
+			return r;
+		}
+	}
+	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv) {
+		src_unlock(s);
+		return FLIT_NOT_CONNECTED;
+	}
+	if (!s->count) {
+		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+		s->flen = FLIT_FRAME_HDR_LEN;
+		s->batch_t0 = now;
+	}
+	s->claim_pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts,
+					 s->ts ? flit_realtime_now() : 0);
+	s->claimed = true;
+	*buf = s->claim_pl;
+	/* the lock is held until commit or abort */
+	return 0;
+}
+
+static int udp_commit(struct flit_tsrc *ts, size_t len)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	if (!s->claimed)
+		return flit_err(EINVAL, "udp: %s: commit without claim", s->topic);
+	uint32_t claimed_len = flit_ld32(s->claim_pl - (s->ts ? 16 : 8) + 4);
+	if (len > claimed_len) {
+		return flit_err(EINVAL, "udp: %s: commit of %zu bytes exceeds the claim of %u",
+				s->topic, len, claimed_len);
+	}
+	flit_st32(s->claim_pl - (s->ts ? 16 : 8) + 4, (uint32_t)len);
+	s->flen = flit_frame_end_msg(s->buf, s->claim_pl, (uint32_t)len);
+	s->count++;
+	s->next_seq++;
+	s->c.msgs_sent++;
+	s->c.bytes_sent += len;
+	s->claimed = false;
+	if (!s->batching || s->flen >= s->batch_min || s->count == UINT16_MAX)
+		src_flush_locked(s, mono(), false);
+	src_unlock(s);
+	return 0;
+}
+
+static int udp_abort(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	if (!s->claimed)
+		return flit_err(EINVAL, "udp: %s: abort without claim", s->topic);
+	s->claimed = false;
+	if (!s->count)
+		s->flen = 0;
+	src_unlock(s);
+	return 0;
+}
+
+static int udp_flush(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	src_lock(s);
+	int r = s->claimed ? 0 : src_flush_locked(s, mono(), false);
+	src_unlock(s);
+	return r;
+}
+
+static int udp_receivers(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	uint64_t now = mono();
+	int n = 0;
+	src_lock(s);
+	for (unsigned i = 0; i < s->nrcv; i++)
+		n += s->rcv[i].expires > now;
+	src_unlock(s);
+	return n;
+}
+
+static size_t udp_max_msg(const struct flit_tsrc *ts)
+{
+	return max_msg_of((const struct udp_src *)ts);
+}
+
+static uint64_t udp_next_seq(const struct flit_tsrc *ts)
+{
+	return ((const struct udp_src *)ts)->next_seq;
+}
+
+static void udp_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	src_lock(s);
+	c->msgs_sent += s->c.msgs_sent;
+	c->bytes_sent += s->c.bytes_sent;
+	c->frames_sent += s->c.frames_sent;
+	c->back_pressured += s->c.back_pressured;
+	c->naks_received += s->c.naks_received;
+	c->retransmissions += s->c.retransmissions;
+	c->rate_limited += s->c.rate_limited;
+	c->malformed += s->c.malformed;
+	src_unlock(s);
+}
+
+/* ---- source side: the service (NAKs, queries, joins, timers) ------------- */
+
+static size_t src_info(struct udp_src *s, void *buf, size_t cap)
+{
+	struct flit_tp *tp = s->tp;
+	struct flit_ctl_info in = {
+		.domain = tp->domain,
+		.mode = s->mode,
+		.data_port = s->mode == FLIT_MODE_MCAST ? ntohs(s->dest.sin_port) : ntohs(s->self.sin_port),
+		.data_addr = s->mode == FLIT_MODE_MCAST ? s->dest.sin_addr.s_addr : 0,
+		.ctl_addr = s->self.sin_addr.s_addr,
+		.ctl_port = ntohs(s->self.sin_port),
+		.pid = (uint32_t)getpid(),
+	};
+	struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
+				   .len = (uint16_t)strlen(s->topic), .name = s->topic };
+	return flit_ctl_info_encode(buf, cap, s->session, flit_rel_tx_next(s->rel), &in, &t, 1);
+}
+
+static void src_add_rcv(struct udp_src *s, const struct sockaddr_in *a, bool leave, uint64_t now)
+{
+	for (unsigned i = 0; i < s->nrcv; i++)
+		if (same_ep(&s->rcv[i].a, a)) {
+			if (leave)
+				s->rcv[i] = s->rcv[--s->nrcv];
+			else
+				s->rcv[i].expires = now + RCV_EXPIRE_NS;
+			return;
+		}
+	if (leave)
+		return;
+	if (s->nrcv == s->caprcv) {
+		unsigned cap = s->caprcv ? s->caprcv * 2 : 4;
+		if (cap > 4096)
+			return; /* a flood of joins: ignore beyond this */
+		struct urcv *v = realloc(s->rcv, cap * sizeof(*v));
+		if (!v)
+			return;
+		s->rcv = v;
+		s->caprcv = cap;
+	}
+	s->rcv[s->nrcv++] = (struct urcv){ .a = *a, .expires = now + RCV_EXPIRE_NS };
+}
+
+static bool src_matches(const struct udp_src *s, const struct flit_ctl_name *nm)
+{
+	char name[FLIT_TOPIC_MAX + 1];
+	memcpy(name, nm->name, nm->len);
+	name[nm->len] = '\0';
+	if (nm->kind == FLIT_NAME_PATTERN)
+		return fnmatch(name, s->topic, 0) == 0;
+	return strcmp(name, s->topic) == 0;
+}
+
+/* A control datagram that arrived on the source's own socket. */
+static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
+		    const struct sockaddr_in *from, uint64_t now)
+{
+	struct flit_tp *tp = s->tp;
+	struct flit_frame_hdr h;
+
+	if (len < FLIT_FRAME_HDR_LEN || flit_ld16(p) != FLIT_WIRE_MAGIC ||
+	    flit_ctl_check(p, len, &h) != FLIT_FE_OK) {
+		s->c.malformed++;
+		return;
+	}
+	switch (h.type) {
+	case FLIT_FT_NAK: {
+		struct flit_seq_range nak[FLIT_CTL_RANGES_MAX], ncf[FLIT_CTL_RANGES_MAX];
+		unsigned n = h.count < FLIT_CTL_RANGES_MAX ? h.count : FLIT_CTL_RANGES_MAX;
+		if (h.session_id != s->session)
+			return;
+		for (unsigned i = 0; i < n; i++)
+			flit_ctl_range(p, i, &nak[i]);
+		s->c.naks_received += n;
+		unsigned m = flit_rel_tx_nak(s->rel, nak, n, now, ncf, FLIT_CTL_RANGES_MAX);
+		if (m) {
+			size_t l = flit_ctl_ranges_encode(s->ctl, sizeof(s->ctl), FLIT_FT_NCF, s->session,
+							  flit_rel_tx_next(s->rel), ncf, m);
+			src_raw(s, s->ctl, l);
+		}
+		break;
+	}
+	case FLIT_FT_QUERY: {
+		struct flit_ctl_name_iter it;
+		struct flit_ctl_name nm;
+		bool match = h.session_id == s->session;
+		if (flit_ctl_domain(p) != tp->domain)
+			return;
+		flit_ctl_names_init(&it, p, &h);
+		while (!match && flit_ctl_names_next(&it, &nm))
+			match = src_matches(s, &nm);
+		if (match) {
+			size_t l = src_info(s, s->ctl, sizeof(s->ctl));
+			sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from, sizeof(*from));
+		}
+		break;
+	}
+	case FLIT_FT_JOIN:
+		if (h.session_id == s->session && flit_ctl_domain(p) == tp->domain)
+			src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		break;
+	default:
+		break; /* our own multicast looped back, or noise */
+	}
+}
+
+/* Run the source's service; returns its next deadline.  Lock held. */
+static uint64_t src_service(struct udp_src *s, uint64_t now)
+{
+	struct flit_tp *tp = s->tp;
+	struct sockaddr_in from;
+	socklen_t fl;
+	uint64_t next = UINT64_MAX, wait;
+	const void *f;
+	size_t len;
+
+	for (int i = 0; i < 64; i++) {
+		fl = sizeof(from);
+		ssize_t n = recvfrom(s->fd, tp->rbuf, sizeof(tp->rbuf), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fl);
+		if (n < 0)
+			break;
+		src_ctl(s, tp->rbuf, (size_t)n, &from, now);
+	}
+	while ((f = flit_rel_tx_retx_next(s->rel, now, &len, &wait))) {
+		src_raw(s, f, len);
+		s->c.retransmissions++;
+	}
+	if (wait != UINT64_MAX && now + wait < next)
+		next = now + wait;
+	/* heartbeat: the next seq sent so far and the retention trail */
+	if (now >= flit_rel_tx_hb_due(s->rel)) {
+		size_t l = flit_ctl_hb_encode(s->ctl, sizeof(s->ctl), s->session, flit_rel_tx_next(s->rel),
+					      flit_rel_tx_trail(s->rel, now));
+		src_raw(s, s->ctl, l);
+		flit_rel_tx_hb_sent(s->rel, now);
+	}
+	if (flit_rel_tx_hb_due(s->rel) < next)
+		next = flit_rel_tx_hb_due(s->rel);
+	/* idle batch */
+	if (s->count && !s->claimed) {
+		if (now - s->batch_t0 >= s->batch_ivl)
+			src_flush_locked(s, now, true);
+		else if (s->batch_t0 + s->batch_ivl < next)
+			next = s->batch_t0 + s->batch_ivl;
+	}
+	/* advertisement with backoff */
+	if (now >= s->advert_at && tp->resolver.sin_port && tp->res_fd >= 0) {
+		len = src_info(s, s->ctl, sizeof(s->ctl));
+		sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
+		       sizeof(tp->resolver));
+		s->last_advert = now;
+		s->advert_ivl = s->advert_ivl * 2 > s->advert_max ? s->advert_max : s->advert_ivl * 2;
+		s->advert_at = now + s->advert_ivl;
+	}
+	if (tp->resolver.sin_port && s->advert_at < next)
+		next = s->advert_at;
+	/* forget silent receivers */
+	for (unsigned i = 0; i < s->nrcv;)
+		if (s->rcv[i].expires <= now)
+			s->rcv[i] = s->rcv[--s->nrcv];
+		else
+			i++;
+	return next;
+}
+
+/* Queries heard on the resolver channel: advertise matching sources soon. */
+static void res_service(struct flit_tp *tp, uint64_t now)
+{
+	struct sockaddr_in from;
+	socklen_t fl;
+	struct flit_frame_hdr h;
+
+	if (tp->res_fd < 0)
+		return;
+	for (int i = 0; i < 64; i++) {
+		fl = sizeof(from);
+		ssize_t n = recvfrom(tp->res_fd, tp->rbuf, sizeof(tp->rbuf), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fl);
+		if (n < 0)
+			break;
+		if (flit_ctl_check(tp->rbuf, (size_t)n, &h) != FLIT_FE_OK || h.type != FLIT_FT_QUERY ||
+		    flit_ctl_domain(tp->rbuf) != tp->domain)
+			continue;
+		for (struct udp_src *s = tp->srcs; s; s = s->next) {
+			struct flit_ctl_name_iter it;
+			struct flit_ctl_name nm;
+			bool match = false;
+			flit_ctl_names_init(&it, tp->rbuf, &h);
+			while (!match && flit_ctl_names_next(&it, &nm))
+				match = src_matches(s, &nm);
+			if (!match)
+				continue;
+			src_lock(s);
+			/* answer within a few ms (spread: many sources, one
+			 * query), but not more often than ADVERT_MIN_NS */
+			uint64_t at = now + rng_next(&tp->rng) % (2 * MS);
+			if (at < s->last_advert + ADVERT_MIN_NS)
+				at = s->last_advert + ADVERT_MIN_NS;
+			if (at < s->advert_at)
+				s->advert_at = at;
+			src_unlock(s);
+		}
+	}
+}
+
+/* One pass of the source-side service; returns the next deadline. */
+static uint64_t service_all(struct flit_tp *tp, uint64_t now)
+{
+	uint64_t next = now + 1000 * MS;
+
+	pthread_mutex_lock(&tp->lock);
+	res_service(tp, now);
+	for (struct udp_src *s = tp->srcs; s; s = s->next) {
+		src_lock(s);
+		uint64_t dl = src_service(s, now);
+		if (s->batching && now + s->batch_ivl < dl)
+			dl = now + s->batch_ivl; /* a batch may start any time */
+		src_unlock(s);
+		if (dl < next)
+			next = dl;
+	}
+	pthread_mutex_unlock(&tp->lock);
+	return next;
+}
+
+static void *service_thread(void *arg)
+{
+	struct flit_tp *tp = arg;
+	struct epoll_event ev[16];
+
+	for (;;) {
+		uint64_t now = mono();
+		uint64_t next = service_all(tp, now);
+		if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
+			break;
+		now = mono();
+		uint64_t wait = next > now ? next - now : 0;
+		struct timespec to = { .tv_sec = (time_t)(wait / 1000000000ull),
+				       .tv_nsec = (long)(wait % 1000000000ull) };
+		int n = epoll_pwait2(tp->epfd, ev, 16, &to, NULL);
+		for (int i = 0; i < n; i++)
+			if (ev[i].data.fd == tp->wakefd) {
+				uint64_t v;
+				if (read(tp->wakefd, &v, sizeof(v)) < 0)
+					(void)0;
+			}
+	}
+	return NULL;
+}
+
+static void wake(struct flit_tp *tp)
+{
+	uint64_t one = 1;
+	if (tp->thread_on && write(tp->wakefd, &one, sizeof(one)) < 0)
+		(void)0;
+}
+
+static int thread_start(struct flit_tp *tp)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	int err;
+
+	if (tp->thread_on || tp->cc->udp_service != FLIT_UDP_SERVICE_THREAD)
+		return 0;
+	tp->epfd = epoll_create1(EPOLL_CLOEXEC);
+	tp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (tp->epfd < 0 || tp->wakefd < 0)
+		return flit_err(errno, "udp: service thread: %s", strerror(errno));
+	e.data.fd = tp->wakefd;
+	epoll_ctl(tp->epfd, EPOLL_CTL_ADD, tp->wakefd, &e);
+	if (tp->res_fd >= 0) {
+		e.data.fd = tp->res_fd;
+		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, tp->res_fd, &e);
+	}
+	err = pthread_create(&tp->thread, NULL, service_thread, tp);
+	if (err)
+		return flit_err(err, "udp: cannot start the service thread: %s", strerror(err));
+	pthread_setname_np(tp->thread, "flit-udp");
+	tp->thread_on = true;
+	return 0;
+}
+
+/* ---- transport operations --------------------------------------------------- */
+
+static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
+{
+	const struct flit_cfg_context *cc = flit_ctx_cfg(ctx);
+	struct flit_tp *tp = calloc(1, sizeof(*tp));
+	int err = 0, fd;
+
+	if (!tp)
+		return flit_err(ENOMEM, "udp: out of memory");
+	tp->ctx = ctx;
+	tp->cc = cc;
+	tp->res_fd = tp->epfd = tp->wakefd = -1;
+	tp->domain = flit_domain_id(cc->domain);
+	tp->rng = mono() ^ ((uint64_t)getpid() << 32);
+	pthread_mutex_init(&tp->lock, NULL);
+	tp->iocfg = (struct flit_udp_io_cfg){
+		.backend = cc->udp_backend == 1 ? FLIT_UDP_URING : FLIT_UDP_SOCKETS,
+		.batch = cc->udp_rx_batch,
+		.dgram_max = RX_DGRAM_MAX,
+		.timestamps = cc->udp_timestamps != FLIT_UDP_TS_OFF,
+	};
+	if (cc->udp_impair[0] && (err = flit_udp_impair_parse(cc->udp_impair, &tp->iocfg.impair)))
+		goto fail;
+	if (cc->udp_interface[0]) {
+		struct ifreq ifr = { 0 };
+		tp->ifindex = if_nametoindex(cc->udp_interface);
+		if (!tp->ifindex) {
+			err = flit_err(ENODEV, "udp: context.udp.interface %s: no such interface", cc->udp_interface);
+			goto fail;
+		}
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", cc->udp_interface);
+		if (fd >= 0 && ioctl(fd, SIOCGIFADDR, &ifr) == 0)
+			tp->ifaddr = ((struct sockaddr_in *)&ifr.ifr_addr)->sin_addr;
+		if (fd >= 0)
+			close(fd);
+		if (!tp->ifaddr.s_addr) {
+			err = flit_err(EADDRNOTAVAIL, "udp: context.udp.interface %s has no IPv4 address",
+				       cc->udp_interface);
+			goto fail;
+		}
+		if (cc->udp_timestamps == FLIT_UDP_TS_HARDWARE) {
+			/* ask the NIC to stamp every received packet */
+			struct hwtstamp_config hc = { .tx_type = HWTSTAMP_TX_OFF,
+						      .rx_filter = HWTSTAMP_FILTER_ALL };
+			ifr.ifr_data = (void *)&hc;
+			fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+			if (fd < 0 || ioctl(fd, SIOCSHWTSTAMP, &ifr))
+				flit_warn("udp: hardware timestamps asked for but %s cannot give them (SIOCSHWTSTAMP: %s); "
+					  "messages carry kernel software stamps", cc->udp_interface, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+		}
+	} else if (cc->udp_timestamps == FLIT_UDP_TS_HARDWARE) {
+		flit_warn("udp: hardware timestamps need context.udp.interface; using software stamps");
+	}
+	tp->dg = calloc(tp->iocfg.batch, sizeof(*tp->dg));
+	if (!tp->dg) {
+		err = flit_err(ENOMEM, "udp: out of memory");
+		goto fail;
+	}
+	/* the receiver's unicast socket */
+	fd = udp_socket(tp, tp->ifaddr, 0, false, true);
+	if (fd < 0 || (err = io_wrap(tp, fd, true, &tp->ucast))) {
+		err = fd < 0 ? fd : err;
+		goto fail;
+	}
+	/* the resolver channel: adverts for the receive side, queries for
+	 * the source side (two sockets on one group:port) */
+	if (strcmp(cc->udp_resolver, "off")) {
+		parse_ep(cc->udp_resolver, &tp->resolver);
+		fd = udp_socket(tp, (struct in_addr){ INADDR_ANY }, ntohs(tp->resolver.sin_port), true, true);
+		if (fd >= 0 && join_group(tp, fd, tp->resolver.sin_addr) == 0 &&
+		    io_wrap(tp, fd, true, &tp->res_rx) == 0) {
+			fd = udp_socket(tp, (struct in_addr){ INADDR_ANY }, ntohs(tp->resolver.sin_port), true, true);
+			if (fd >= 0 && join_group(tp, fd, tp->resolver.sin_addr) == 0)
+				tp->res_fd = fd;
+			else if (fd >= 0)
+				close(fd);
+		} else if (fd >= 0 && !tp->res_rx) {
+			close(fd);
+		}
+		if (tp->res_fd < 0) {
+			flit_warn("udp: resolver %s unusable (%s): topic resolution by multicast is off; "
+				  "use receiver.udp.static or set context.udp.interface",
+				  cc->udp_resolver, flit_errmsg());
+			tp->resolver.sin_port = 0;
+		}
+	}
+	tp->next_house = mono();
+	tp->query_ivl = QUERY_MIN_NS / 2;
+	*out = tp;
+	return 0;
+fail:
+	flit_udp_io_close(tp->ucast);
+	free(tp->dg);
+	free(tp);
+	return err;
+}
+
+static void udp_close(struct flit_tp *tp)
+{
+	if (tp->thread_on) {
+		__atomic_store_n(&tp->stop, true, __ATOMIC_RELEASE);
+		wake(tp);
+		pthread_join(tp->thread, NULL);
+	}
+	while (tp->sess) {
+		sess_unbind(tp->sess, 0, true);
+		sess_delete(tp, tp->sess);
+	}
+	statics_release(tp);
+	free(tp->statics);
+	free(tp->static_uc);
+	while (tp->socks) {
+		struct rsock *r = tp->socks;
+		tp->socks = r->next;
+		flit_udp_io_close(r->io);
+		free(r);
+	}
+	flit_udp_io_close(tp->ucast);
+	flit_udp_io_close(tp->res_rx);
+	if (tp->res_fd >= 0)
+		close(tp->res_fd);
+	if (tp->epfd >= 0)
+		close(tp->epfd);
+	if (tp->wakefd >= 0)
+		close(tp->wakefd);
+	pthread_mutex_destroy(&tp->lock);
+	free(tp->dg);
+	free(tp);
+}
+
+/* The group of a topic: a fixed group, or one of a range by topic hash. */
+static struct in_addr pick_group(const char *spec, const char *topic)
+{
+	char b[FLIT_ENDPOINT_MAX];
+	struct in_addr a;
+	snprintf(b, sizeof(b), "%s", spec);
+	char *slash = strchr(b, '/');
+	unsigned bits = 32;
+	if (slash) {
+		*slash = '\0';
+		bits = (unsigned)atoi(slash + 1);
+	}
+	inet_pton(AF_INET, b, &a);
+	if (bits < 32) {
+		uint32_t host = ~0u >> bits, base = ntohl(a.s_addr) & ~host;
+		uint32_t h = flit_domain_id(topic) & host;
+		if (h == 0 && host > 1)
+			h = 1; /* avoid .0 */
+		a.s_addr = htonl(base | h);
+	}
+	return a;
+}
+
+static int udp_src_open(struct flit_tp *tp, const char *topic,
+			const struct flit_cfg_source *cfg, struct flit_tsrc **out)
+{
+	struct udp_src *s = calloc(1, sizeof(*s));
+	uint64_t now = mono();
+	socklen_t sl = sizeof(s->self);
+	int err;
+
+	if (!s)
+		return flit_err(ENOMEM, "udp: out of memory");
+	s->tp = tp;
+	s->fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	snprintf(s->topic, sizeof(s->topic), "%s", topic);
+	do
+		s->session = (uint32_t)rng_next(&tp->rng);
+	while (!s->session);
+	s->mode = cfg->udp_mode == FLIT_UDP_UNICAST ? FLIT_MODE_UNICAST : FLIT_MODE_MCAST;
+	s->ts = cfg->timestamps;
+	s->batching = cfg->batch;
+	s->max_dgram = cfg->udp_max_datagram & ~7u;
+	s->batch_min = cfg->udp_batch_min && cfg->udp_batch_min < s->max_dgram ? cfg->udp_batch_min : s->max_dgram;
+	s->batch_ivl = cfg->udp_batch_interval_us * US;
+	s->dest.sin_family = AF_INET;
+	s->dest.sin_addr = pick_group(cfg->udp_group, topic);
+	s->dest.sin_port = htons((uint16_t)cfg->udp_port);
+	s->buf = aligned_alloc(64, (s->max_dgram + 63) & ~63u);
+	if (!s->buf) {
+		err = flit_err(ENOMEM, "udp: out of memory");
+		goto fail;
+	}
+	if (cfg->udp_rate_limit) {
+		s->rate_on = true;
+		uint64_t bps = cfg->udp_rate_limit / 8;
+		flit_rl_init(&s->rl, bps, bps / 100 > 4 * s->max_dgram ? bps / 100 : 4 * s->max_dgram, now);
+	}
+	struct flit_rel_tx_cfg rc = {
+		.retain_bytes = cfg->udp_retain,
+		.retain_ns = cfg->udp_retain_ms * MS,
+		.retx_rate = cfg->udp_retx_rate_limit / 8,
+		.hb_min_ns = cfg->udp_hb_min_ms * MS,
+		.hb_max_ns = (cfg->udp_hb_max_ms > cfg->udp_hb_min_ms ? cfg->udp_hb_max_ms : cfg->udp_hb_min_ms) * MS,
+	};
+	if ((err = flit_rel_tx_new(&rc, now, &s->rel)))
+		goto fail;
+	s->fd = udp_socket(tp, tp->ifaddr, (uint16_t)cfg->udp_ctl_port, false, false);
+	if (s->fd < 0) {
+		err = s->fd;
+		s->fd = -1;
+		goto fail;
+	}
+	getsockname(s->fd, (struct sockaddr *)&s->self, &sl);
+	{
+		int fd2 = dup(s->fd);
+		if (fd2 < 0 || (err = io_wrap(tp, fd2, false, &s->io))) {
+			err = fd2 < 0 ? -errno : err;
+			goto fail;
+		}
+	}
+	s->advert_ivl = ADVERT_MIN_NS / 2;
+	s->advert_max = tp->cc->udp_resolver_max_ms * MS;
+	s->advert_at = now;
+	pthread_mutex_lock(&tp->lock);
+	s->next = tp->srcs;
+	tp->srcs = s;
+	if (tp->thread_on) {
+		struct epoll_event e = { .events = EPOLLIN, .data.fd = s->fd };
+		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, s->fd, &e);
+	}
+	pthread_mutex_unlock(&tp->lock);
+	if ((err = thread_start(tp))) {
+		flit_warn("%s; sources are served by flit_ctx_poll() only", flit_errmsg());
+		err = 0;
+	} else if (tp->thread_on) {
+		struct epoll_event e = { .events = EPOLLIN, .data.fd = s->fd };
+		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, s->fd, &e); /* EEXIST if added above */
+		wake(tp);
+	}
+	{
+		char e[48];
+		flit_info("udp: source %s session %08x to %s", topic, s->session, ep(&s->dest, e, sizeof(e)));
+	}
+	*out = (struct flit_tsrc *)s;
+	return 0;
+fail:
+	flit_rel_tx_free(s->rel);
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s->buf);
+	free(s);
+	return err;
+}
+
+static void udp_src_close(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	struct flit_tp *tp = s->tp;
+	uint64_t now = mono();
+
+	pthread_mutex_lock(&tp->lock);
+	for (struct udp_src **pp = &tp->srcs; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	if (tp->thread_on)
+		epoll_ctl(tp->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	pthread_mutex_unlock(&tp->lock);
+	src_lock(s);
+	if (s->claimed) {
+		s->claimed = false;
+		pthread_mutex_unlock(&s->lock); /* the claim held it */
+	}
+	src_flush_locked(s, now, true);
+	/* tell receivers the session ended (twice: a single loss is common) */
+	size_t l = flit_ctl_hb_encode(s->ctl, sizeof(s->ctl), s->session, flit_rel_tx_next(s->rel),
+				      flit_rel_tx_trail(s->rel, now));
+	if (l) {
+		flit_st16(s->ctl + 4, FLIT_HBF_END);
+		src_raw(s, s->ctl, l);
+		src_raw(s, s->ctl, l);
+	}
+	src_unlock(s);
+	flit_udp_io_close(s->io);
+	close(s->fd);
+	flit_rel_tx_free(s->rel);
+	pthread_mutex_destroy(&s->lock);
+	free(s->rcv);
+	free(s->buf);
+	free(s);
+}
+
+static int udp_subs_changed(struct flit_tp *tp)
+{
+	if (tp->in_poll) {
+		tp->dirty = true; /* a callback changed subscriptions: after the poll */
+		return 0;
+	}
+	rebind(tp, mono());
+	return 0;
+}
+
+static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
+{
+	int total = 0;
+	uint64_t now;
+	(void)fn; (void)arg; /* frames go through the reliability layer */
+
+	tp->in_poll = true;
+	now = mono();
+	for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
+		int n = drain(tp, r->io, limit - total, now);
+		if (n > 0)
+			total += n;
+	}
+	if (tp->want_ucast_every_poll && total < limit) {
+		int n = drain(tp, tp->ucast, limit - total, now);
+		if (n > 0)
+			total += n;
+	}
+	if (FLIT_UNLIKELY(now >= tp->next_house)) {
+		total += housekeeping(tp, now, limit);
+		if (!tp->thread_on && tp->srcs)
+			service_all(tp, now);
+	}
+	tp->in_poll = false;
+	if (FLIT_UNLIKELY(tp->dirty))
+		rebind(tp, now);
+	return total;
+}
+
+const struct flit_transport_ops flit_udp_ops = {
+	.name = "udp",
+	.caps = FLIT_CAP_MULTICAST | FLIT_CAP_TIMESTAMPS,
+	.open = udp_open,
+	.close = udp_close,
+	.src_open = udp_src_open,
+	.src_close = udp_src_close,
+	.send = udp_send,
+	.claim = udp_claim,
+	.commit = udp_commit,
+	.abort = udp_abort,
+	.flush = udp_flush,
+	.receivers = udp_receivers,
+	.max_msg = udp_max_msg,
+	.next_seq = udp_next_seq,
+	.src_counters = udp_src_counters,
+	.subs_changed = udp_subs_changed,
+	.poll = udp_poll,
+};

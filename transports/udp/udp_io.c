@@ -1,0 +1,1262 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Datagram I/O for the udp transport (see udp_io.h): a sockets backend
+ * (recvmmsg/sendmmsg, MSG_DONTWAIT), an io_uring backend (liburing) and the
+ * receive-side impairment layer that can wrap either.
+ *
+ * Everything the steady-state path touches is allocated at open: receive
+ * buffers of dgram_max bytes (one per batch entry) with their iovecs,
+ * addresses, control space and message headers; for io_uring also the send
+ * slots and the completion bookkeeping.  A recv or send call then makes at
+ * most one syscall, unless an error or a partial send makes it retry.
+ *
+ * io_uring, in short: `batch` RECVMSG requests stay posted, one per receive
+ * buffer.  A recv call re-posts the buffers whose views it handed out the
+ * call before, enters the kernel once (submit + get events) only when
+ * something can be pending, moves the completions it finds to a FIFO and
+ * hands out views from it.  Sends copy each datagram into a send slot and
+ * post a SENDMSG; a slot is free again when its completion is reaped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <limits.h>
+#include <pthread.h>
+#include <linux/net_tstamp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "udp/udp_io.h"
+
+/* liburing 2.3 / uapi 6.1 have these; older headers may not. */
+#ifndef IORING_SETUP_R_DISABLED
+#define IORING_SETUP_R_DISABLED (1U << 6)
+#endif
+#ifndef IORING_SETUP_TASKRUN_FLAG
+#define IORING_SETUP_TASKRUN_FLAG (1U << 9)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+#ifndef IORING_SQ_CQ_OVERFLOW
+#define IORING_SQ_CQ_OVERFLOW (1U << 1)
+#endif
+#ifndef IORING_SQ_TASKRUN
+#define IORING_SQ_TASKRUN (1U << 2)
+#endif
+
+#define BATCH_MAX     256u
+#define DGRAM_MAX     65507u
+/* Control space per received datagram: SCM_TIMESTAMPING takes
+ * CMSG_SPACE(3 * 16) = 64 bytes; room for one more small cmsg. */
+#define RX_CTL_LEN    128u
+/* user_data of io_uring requests: receive slot i is i, send slot j is
+ * UD_SEND | j. */
+#define UD_SEND       0x10000ull
+/* Bounded retries when a receive produced nothing deliverable (all
+ * truncated, dropped by impairment, or an ICMP error in the way). */
+#define RECV_TRIES    4
+/* Reorder: a held datagram is let go after this many recv calls in which
+ * nothing arrived. */
+#define HOLD_IDLE_CALLS 3
+/* Post receive requests as linked chains (see uring_flush_reposts()). */
+#ifndef URING_LINK_RECVS
+#define URING_LINK_RECVS 1
+#endif
+/* Reorder: at most this many held back at once, and buffers for them plus
+ * the ones handed out (views until the next call) in the same call. */
+#define HOLD_MAX      8
+#define HOLD_BUFS     (2 * HOLD_MAX)
+enum { HB_FREE, HB_HELD, HB_VIEW };
+
+/* SCM_TIMESTAMPING payload (struct scm_timestamping of linux/errqueue.h,
+ * declared here to keep that header's struct timespec out of our way). */
+struct scm_ts3 {
+	struct timespec ts[3];
+};
+
+struct tx_slot {
+	struct msghdr mh;
+	struct iovec iov;
+	struct sockaddr_in addr;
+	bool retried;           /* re-posted once after an ICMP-class error */
+};
+
+struct rx_done {                /* a completed RECVMSG not yet handed out */
+	uint16_t slot;
+	int32_t res;
+};
+
+struct uring {
+	struct io_uring ring;
+	unsigned flags;         /* setup flags the kernel accepted */
+	bool enabled;           /* R_DISABLED ring enabled (first use) */
+	bool maybe_more;        /* last enter produced completions: look again */
+	bool ring_ok;           /* io_uring_queue_init succeeded */
+	bool single;            /* SINGLE_ISSUER: bound to owner once enabled */
+	pthread_t owner;
+	unsigned nslots, tx_stride;
+	uint8_t *txbuf;
+	struct tx_slot *tx;
+	uint16_t *tx_free;
+	unsigned ntx_free;
+	unsigned tx_requeued;   /* send slots re-queued since the last submit */
+	struct rx_done *done;   /* FIFO, capacity batch */
+	unsigned done_head, done_n;
+	uint16_t *repost;       /* receive slots to post again */
+	unsigned nrepost;
+};
+
+/* A datagram held back by the reorder impairment. */
+struct held {
+	struct flit_udp_dgram d;        /* d.buf: a copy in a hold buffer */
+	unsigned left;                  /* deliveries to wait for; 0: due */
+	unsigned buf;
+};
+
+struct impair {
+	struct flit_udp_impair cfg;
+	uint64_t rng;
+	struct flit_udp_dgram *raw;     /* last backend batch, batch entries */
+	unsigned raw_n, raw_i;          /* not yet processed: raw[raw_i..raw_n) */
+	uint8_t *dupbuf;                /* batch copies, reused every call */
+	unsigned dup_used;
+	uint8_t *pendbuf[2];            /* a duplicate that did not fit in d[] */
+	struct flit_udp_dgram pend;
+	bool pend_on;
+	unsigned pend_sel;
+	struct held held[HOLD_MAX];     /* in the order they were held */
+	unsigned nheld;
+	uint8_t *holdbuf;               /* HOLD_BUFS buffers */
+	uint8_t hold_state[HOLD_BUFS];  /* HB_FREE, HB_HELD, HB_VIEW */
+	unsigned idle;
+};
+
+struct flit_udp_io {
+	int fd;
+	enum flit_udp_backend backend;
+	unsigned batch, dgram_max, stride;
+	bool timestamps;
+	struct impair *im;              /* NULL: impairment off */
+	struct flit_udp_io_stats st;
+
+	uint8_t *rxbuf;                 /* batch * stride */
+	struct mmsghdr *rmsg;           /* io_uring uses rmsg[i].msg_hdr */
+	struct iovec *riov;
+	struct sockaddr_in *raddr;
+	uint8_t *rctl;                  /* batch * RX_CTL_LEN, or NULL */
+	size_t ctl_len;
+
+	struct mmsghdr *smsg;           /* sockets send */
+	struct iovec *siov;
+
+	struct uring *u;                /* io_uring backend, else NULL */
+	char desc[200];
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void *zalloc(size_t n)
+{
+	return calloc(1, n ? n : 1);
+}
+
+static unsigned min_u(unsigned a, unsigned b)
+{
+	return a < b ? a : b;
+}
+
+static const char *addr_str(const struct sockaddr_in *a, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)&a->sin_addr.s_addr;
+	snprintf(buf, len, "%u.%u.%u.%u:%u", p[0], p[1], p[2], p[3],
+		 (unsigned)ntohs(a->sin_port));
+	return buf;
+}
+
+/* Errors that an ICMP message for an earlier datagram can leave on the
+ * socket (or that one destination, not the socket, causes): they must not
+ * wedge sending to everybody else. */
+static bool icmp_class(int e)
+{
+	switch (e) {
+	case ECONNREFUSED: case EHOSTUNREACH: case ENETUNREACH:
+	case EHOSTDOWN: case ENETDOWN: case ENONET: case EPROTO:
+	case ENOPROTOOPT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Datagram dropped on the way out, nothing to retry. */
+static bool tx_dropped_class(int e)
+{
+	return e == ENOBUFS || e == EPERM;
+}
+
+static uint64_t ts_ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
+static void parse_ts(const struct msghdr *mh, struct flit_udp_dgram *d)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(struct scm_ts3))) {
+			struct scm_ts3 t;
+			memcpy(&t, CMSG_DATA(c), sizeof(t));
+			d->rx_ts_ns = ts_ns(&t.ts[0]);
+			d->rx_ts_hw_ns = ts_ns(&t.ts[2]);
+		}
+	}
+}
+
+/* Fill d from receive slot i, len bytes. */
+static inline void rx_fill(struct flit_udp_io *io, unsigned i, uint32_t len,
+			   struct flit_udp_dgram *d)
+{
+	d->buf = io->rxbuf + (size_t)i * io->stride;
+	d->len = len;
+	d->addr = io->raddr[i];
+	d->rx_ts_ns = 0;
+	d->rx_ts_hw_ns = 0;
+	if (io->timestamps)
+		parse_ts(&io->rmsg[i].msg_hdr, d);
+	io->st.rx_dgrams++;
+	io->st.rx_bytes += len;
+}
+
+static inline void rx_reset_hdr(struct flit_udp_io *io, unsigned i)
+{
+	struct msghdr *mh = &io->rmsg[i].msg_hdr;
+	mh->msg_namelen = sizeof(struct sockaddr_in);
+	mh->msg_controllen = io->ctl_len;
+	mh->msg_flags = 0;
+}
+
+/* Destination for a send: sin_family 0 means "the connected peer". */
+static inline void tx_set_name(struct msghdr *mh, const struct sockaddr_in *a)
+{
+	if (a->sin_family) {
+		mh->msg_name = (void *)a;
+		mh->msg_namelen = sizeof(*a);
+	} else {
+		mh->msg_name = NULL;
+		mh->msg_namelen = 0;
+	}
+}
+
+/* ---- sockets backend ----------------------------------------------------- */
+
+static int sock_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+{
+	unsigned want = min_u(n, io->batch);
+	int out = 0;
+
+	for (int tries = 0; tries < RECV_TRIES; tries++) {
+		for (unsigned i = 0; i < want; i++)
+			rx_reset_hdr(io, i);
+		int got = recvmmsg(io->fd, io->rmsg, want, MSG_DONTWAIT | MSG_TRUNC, NULL);
+		io->st.syscalls++;
+		if (FLIT_UNLIKELY(got < 0)) {
+			int e = errno;
+			if (e == EAGAIN || e == EWOULDBLOCK)
+				return 0;
+			if (e == EINTR)
+				continue;
+			if (icmp_class(e) || e == EMSGSIZE) {
+				/* an ICMP error for an earlier send, reported
+				 * here: it is the sender's business */
+				io->st.tx_errors++;
+				continue;
+			}
+			return flit_err(e, "udp io: recvmmsg on fd %d", io->fd);
+		}
+		for (int i = 0; i < got; i++) {
+			const struct mmsghdr *m = &io->rmsg[i];
+			if (FLIT_UNLIKELY(m->msg_len > io->dgram_max ||
+					  (m->msg_hdr.msg_flags & MSG_TRUNC))) {
+				io->st.rx_truncated++;
+				continue;
+			}
+			rx_fill(io, (unsigned)i, m->msg_len, &d[out++]);
+		}
+		if (FLIT_LIKELY(out > 0 || (unsigned)got < want))
+			break;
+	}
+	return out;
+}
+
+static int sock_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
+{
+	unsigned taken = 0;
+	bool retried = false;   /* d[taken] already retried after an ICMP error */
+
+	while (taken < n) {
+		unsigned k = min_u(n - taken, io->batch);
+		for (unsigned i = 0; i < k; i++) {
+			const struct flit_udp_dgram *g = &d[taken + i];
+			io->siov[i].iov_base = g->buf;
+			io->siov[i].iov_len = g->len;
+			tx_set_name(&io->smsg[i].msg_hdr, &g->addr);
+		}
+		int r = sendmmsg(io->fd, io->smsg, k, MSG_DONTWAIT);
+		io->st.syscalls++;
+		if (FLIT_LIKELY(r > 0)) {
+			for (int i = 0; i < r; i++)
+				io->st.tx_bytes += d[taken + i].len;
+			io->st.tx_dgrams += r;
+			taken += r;
+			retried = false;
+			continue;   /* fewer than k: the next call tells why */
+		}
+		int e = r < 0 ? errno : EAGAIN;
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			io->st.tx_eagain++;
+			break;
+		}
+		if (e == EINTR)
+			continue;
+		if (icmp_class(e) || tx_dropped_class(e)) {
+			io->st.tx_errors++;
+			/* An ICMP error left by an earlier datagram fails
+			 * this one once: retry it.  If it fails again the
+			 * error is its own: count it as sent and go on. */
+			if (icmp_class(e) && !retried) {
+				retried = true;
+				continue;
+			}
+			taken++;
+			retried = false;
+			continue;
+		}
+		if (taken == 0) {
+			char a[32];
+			return flit_err(e, "udp io: sendmmsg of %u bytes to %s on fd %d",
+					(unsigned)d[0].len, addr_str(&d[0].addr, a, sizeof(a)),
+					io->fd);
+		}
+		break;  /* the next call reports it on its first datagram */
+	}
+	return (int)taken;
+}
+
+/* ---- io_uring backend ---------------------------------------------------- */
+
+static struct io_uring_sqe *uring_post_recv(struct flit_udp_io *io, unsigned slot)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->u->ring);
+	if (FLIT_UNLIKELY(!sqe))
+		return NULL;
+	rx_reset_hdr(io, slot);
+	/* MSG_TRUNC: the completion gives the datagram's real length */
+	io_uring_prep_recvmsg(sqe, io->fd, &io->rmsg[slot].msg_hdr, MSG_TRUNC);
+	io_uring_sqe_set_data64(sqe, slot);
+	return sqe;
+}
+
+/* Post the receive slots waiting in u->repost, as one linked chain.
+ *
+ * Linked, only the head of a chain waits on the socket; the next is issued
+ * when it completes.  Unlinked, every posted RECVMSG arms its own poll on
+ * the socket and each arriving datagram wakes all of them (one gets it,
+ * the others fail and re-arm): with 64 posted that costs ~20 us per
+ * datagram on a trickle, against ~6 us for 1.  A chain keeps that to the
+ * few chains in flight.  (A failed receive cancels the rest of its chain:
+ * -ECANCELED completions, which are simply posted again.) */
+static void uring_flush_reposts(struct flit_udp_io *io)
+{
+	struct uring *u = io->u;
+	struct io_uring_sqe *prev = NULL;
+	unsigned k = 0, m = u->nrepost;
+
+	while (k < m) {
+		struct io_uring_sqe *sqe = uring_post_recv(io, u->repost[k]);
+		if (FLIT_UNLIKELY(!sqe))
+			break;
+		if (prev && URING_LINK_RECVS)
+			prev->flags |= IOSQE_IO_LINK;
+		prev = sqe;
+		k++;
+	}
+	if (FLIT_UNLIKELY(k < m))
+		memmove(u->repost, u->repost + k, (m - k) * sizeof(*u->repost));
+	u->nrepost = m - k;
+}
+
+static bool uring_post_send(struct flit_udp_io *io, unsigned slot)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->u->ring);
+	if (FLIT_UNLIKELY(!sqe))
+		return false;
+	io_uring_prep_sendmsg(sqe, io->fd, &io->u->tx[slot].mh, 0);
+	io_uring_sqe_set_data64(sqe, UD_SEND | slot);
+	return true;
+}
+
+/* Move every completion in the CQ to where it belongs: send slots back to
+ * the free list (or re-queued once after an ICMP-class error), receives to
+ * the FIFO.  No syscall.  Returns how many receives completed. */
+static unsigned uring_reap(struct flit_udp_io *io)
+{
+	struct uring *u = io->u;
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0, rx = 0;
+
+	io_uring_for_each_cqe(&u->ring, head, cqe) {
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		seen++;
+		if (ud & UD_SEND) {
+			unsigned s = (unsigned)(ud & (UD_SEND - 1));
+			int res = cqe->res;
+			if (FLIT_UNLIKELY(res < 0)) {
+				io->st.tx_errors++;
+				if (res == -EAGAIN)
+					io->st.tx_eagain++;
+				if (icmp_class(-res) && !u->tx[s].retried) {
+					u->tx[s].retried = true;
+					if (uring_post_send(io, s)) {
+						u->tx_requeued++;
+						continue;
+					}
+				}
+			}
+			u->tx_free[u->ntx_free++] = (uint16_t)s;
+		} else {
+			unsigned tail = (u->done_head + u->done_n) % io->batch;
+			u->done[tail].slot = (uint16_t)ud;
+			u->done[tail].res = cqe->res;
+			u->done_n++;
+			rx++;
+		}
+	}
+	io_uring_cq_advance(&u->ring, seen);
+	return rx;
+}
+
+static bool uring_need_enter(const struct uring *u)
+{
+	return io_uring_sq_ready(&u->ring) || u->maybe_more ||
+	       (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+		(IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
+}
+
+/* Enter once: submit what is queued and run pending completions
+ * (DEFER_TASKRUN only posts them from inside io_uring_enter). */
+static int uring_enter(struct flit_udp_io *io)
+{
+	struct uring *u = io->u;
+	int r = io_uring_submit_and_get_events(&u->ring);
+	io->st.syscalls++;
+	if (FLIT_UNLIKELY(r < 0) && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+		return flit_err(-r, "udp io: io_uring_enter on fd %d", io->fd);
+	u->tx_requeued = 0;
+	/* DEFER_TASKRUN runs a bounded amount of work per enter and clears
+	 * IORING_SQ_TASKRUN first: after one that produced receives, look
+	 * again next time even if the flag is clear */
+	u->maybe_more = uring_reap(io) > 0;
+	return 0;
+}
+
+/* Enable a ring made with R_DISABLED, binding it to this thread.  (No
+ * registered ring fd: it would pin the ring, and the socket, to this
+ * thread's lifetime if the object were closed from another thread.) */
+static int uring_enable(struct flit_udp_io *io)
+{
+	struct uring *u = io->u;
+	/* liburing 2.3 declares io_uring_enable_rings() but does not export
+	 * it: the raw syscall */
+	long r = syscall(__NR_io_uring_register, u->ring.ring_fd,
+			 IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+	io->st.syscalls++;
+	if (r < 0)
+		return flit_err(errno, "udp io: enabling the io_uring ring of fd %d", io->fd);
+	u->enabled = true;
+	u->owner = pthread_self();
+	return 0;
+}
+
+/* First use enables the ring; with SINGLE_ISSUER only that thread may go
+ * on using it (the kernel would say -EEXIST, after we queued requests). */
+static inline int uring_check_thread(struct flit_udp_io *io)
+{
+	struct uring *u = io->u;
+	if (FLIT_UNLIKELY(!u->enabled))
+		return uring_enable(io);
+	if (FLIT_UNLIKELY(u->single && !pthread_equal(u->owner, pthread_self())))
+		return flit_err(EEXIST, "udp io: io_uring object of fd %d used from a thread "
+				"other than the one that first used it (SINGLE_ISSUER)", io->fd);
+	return 0;
+}
+
+static int uring_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+{
+	struct uring *u = io->u;
+	int out = 0, err = 0;
+
+	int rc = uring_check_thread(io);
+	if (FLIT_UNLIKELY(rc < 0))
+		return rc;
+	for (int tries = 0; tries < RECV_TRIES; tries++) {
+		bool dropped = false;
+
+		/* the views handed out by the previous call expire now;
+		 * (retry) post again what failed */
+		if (u->nrepost)
+			uring_flush_reposts(io);
+		if (uring_need_enter(u)) {
+			int r = uring_enter(io);
+			if (r < 0)
+				return r;
+		} else {
+			uring_reap(io);
+		}
+		while ((unsigned)out < n && u->done_n) {
+			struct rx_done c = u->done[u->done_head];
+			u->done_head = (u->done_head + 1) % io->batch;
+			u->done_n--;
+			if (FLIT_LIKELY(c.res >= 0 && (unsigned)c.res <= io->dgram_max &&
+					!(io->rmsg[c.slot].msg_hdr.msg_flags & MSG_TRUNC))) {
+				rx_fill(io, c.slot, (uint32_t)c.res, &d[out++]);
+				u->repost[u->nrepost++] = c.slot;
+				continue;
+			}
+			dropped = true;
+			if (c.res >= 0)
+				io->st.rx_truncated++;
+			else if (icmp_class(-c.res) || c.res == -EMSGSIZE)
+				io->st.tx_errors++;
+			else if (c.res != -EAGAIN && c.res != -EINTR &&
+				 c.res != -ECANCELED && c.res != -ENOBUFS && !err)
+				err = flit_err(-c.res, "udp io: io_uring recvmsg on fd %d", io->fd);
+			u->repost[u->nrepost++] = c.slot;
+		}
+		if (out > 0 || !dropped || err)
+			break;
+	}
+	return out ? out : err;
+}
+
+static int uring_send_one_direct(struct flit_udp_io *io, const struct flit_udp_dgram *g)
+{
+	struct msghdr mh = { 0 };
+	struct iovec iov = { g->buf, g->len };
+
+	tx_set_name(&mh, &g->addr);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	for (int tries = 0; tries < 2; tries++) {
+		ssize_t r = sendmsg(io->fd, &mh, MSG_DONTWAIT);
+		io->st.syscalls++;
+		if (r >= 0)
+			return 1;
+		if (errno == EINTR)
+			continue;
+		if (icmp_class(errno) && tries == 0) {
+			io->st.tx_errors++;
+			continue;
+		}
+		break;
+	}
+	return -errno;
+}
+
+static int uring_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
+{
+	struct uring *u = io->u;
+	unsigned taken = 0, queued = 0;
+
+	int rc = uring_check_thread(io);
+	if (FLIT_UNLIKELY(rc < 0))
+		return rc;
+	while (taken < n) {
+		const struct flit_udp_dgram *g = &d[taken];
+
+		if (FLIT_UNLIKELY(g->len > u->tx_stride)) {
+			/* larger than a send slot: straight to the kernel,
+			 * after what is queued before it */
+			if (io_uring_sq_ready(&u->ring)) {
+				int r = uring_enter(io);
+				if (r < 0)
+					return taken ? (int)taken : r;
+				queued = 0;
+			}
+			int r = uring_send_one_direct(io, g);
+			if (r == -EAGAIN || r == -EWOULDBLOCK) {
+				io->st.tx_eagain++;
+				break;
+			}
+			if (r < 0 && (icmp_class(-r) || tx_dropped_class(-r))) {
+				io->st.tx_errors++;
+			} else if (r < 0) {
+				if (taken)
+					break;
+				char a[32];
+				return flit_err(-r, "udp io: sendmsg of %u bytes to %s on fd %d",
+						(unsigned)g->len, addr_str(&g->addr, a, sizeof(a)),
+						io->fd);
+			} else {
+				io->st.tx_dgrams++;
+				io->st.tx_bytes += g->len;
+			}
+			taken++;
+			continue;
+		}
+		if (FLIT_UNLIKELY(!u->ntx_free)) {
+			uring_reap(io);
+			if (!u->ntx_free && (queued || uring_need_enter(u))) {
+				int r = uring_enter(io);
+				if (r < 0)
+					return taken ? (int)taken : r;
+				queued = 0;
+			}
+			if (!u->ntx_free) {
+				io->st.tx_eagain++;
+				break;
+			}
+		}
+		unsigned s = u->tx_free[--u->ntx_free];
+		struct tx_slot *t = &u->tx[s];
+		memcpy(u->txbuf + (size_t)s * u->tx_stride, g->buf, g->len);
+		t->iov.iov_len = g->len;
+		t->addr = g->addr;
+		tx_set_name(&t->mh, &t->addr);
+		t->retried = false;
+		if (FLIT_UNLIKELY(!uring_post_send(io, s))) {
+			u->tx_free[u->ntx_free++] = (uint16_t)s;
+			int r = uring_enter(io);
+			if (r < 0)
+				return taken ? (int)taken : r;
+			queued = 0;
+			continue;
+		}
+		queued++;
+		io->st.tx_dgrams++;
+		io->st.tx_bytes += g->len;
+		taken++;
+	}
+	if (queued) {
+		/* sends issued inline have completed when this returns: their
+		 * slots are free again */
+		int r = uring_enter(io);
+		if (r < 0)
+			return taken ? (int)taken : r;
+		/* send once more any that an ICMP error for an earlier
+		 * datagram failed (error path only) */
+		if (FLIT_UNLIKELY(u->tx_requeued)) {
+			r = uring_enter(io);
+			if (r < 0)
+				return taken ? (int)taken : r;
+		}
+	}
+	return (int)taken;
+}
+
+static int sysctl_int(const char *path)
+{
+	int v = -1;
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int uring_open(struct flit_udp_io *io)
+{
+	struct uring *u = zalloc(sizeof(*u));
+	if (!u)
+		return flit_err(ENOMEM, "udp io: io_uring state");
+	io->u = u;
+
+	u->nslots = io->batch;
+	u->tx_stride = (io->dgram_max + 63u) & ~63u;
+	u->txbuf = aligned_alloc(64, (size_t)u->nslots * u->tx_stride);
+	u->tx = zalloc(u->nslots * sizeof(*u->tx));
+	u->tx_free = zalloc(u->nslots * sizeof(*u->tx_free));
+	u->done = zalloc(io->batch * sizeof(*u->done));
+	u->repost = zalloc(io->batch * sizeof(*u->repost));
+	if (!u->txbuf || !u->tx || !u->tx_free || !u->done || !u->repost)
+		return flit_err(ENOMEM, "udp io: io_uring buffers (%u slots of %u bytes)",
+				u->nslots, u->tx_stride);
+	for (unsigned s = 0; s < u->nslots; s++) {
+		struct tx_slot *t = &u->tx[s];
+		t->iov.iov_base = u->txbuf + (size_t)s * u->tx_stride;
+		t->mh.msg_iov = &t->iov;
+		t->mh.msg_iovlen = 1;
+		u->tx_free[s] = (uint16_t)(u->nslots - 1 - s);
+	}
+	u->ntx_free = u->nslots;
+
+	/* SQ holds every receive and send request that can be outstanding;
+	 * the CQ (twice the SQ) all their completions. */
+	unsigned entries = 1;
+	while (entries < io->batch + u->nslots)
+		entries <<= 1;
+	struct io_uring_params p;
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		  IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED;
+	int r = io_uring_queue_init_params(entries, &u->ring, &p);
+	if (r == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		r = io_uring_queue_init_params(entries, &u->ring, &p);
+	}
+	if (r < 0) {
+		int dis = sysctl_int("/proc/sys/kernel/io_uring_disabled");
+		char why[64] = "";
+		if (dis > 0)
+			snprintf(why, sizeof(why), ", sysctl kernel.io_uring_disabled = %d", dis);
+		flit_err(-r, "io_uring_setup(%u entries) failed%s", entries, why);
+		/* the cause stays in the trail; the caller sees "not supported" */
+		return flit_err_wrap(EOPNOTSUPP, "udp io: io_uring backend not usable here");
+	}
+	u->ring_ok = true;
+	u->flags = p.flags;
+	u->single = p.flags & IORING_SETUP_SINGLE_ISSUER;
+	u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
+	for (unsigned i = 0; i < io->batch; i++)
+		u->repost[u->nrepost++] = (uint16_t)i;
+	uring_flush_reposts(io);
+	if (u->nrepost)
+		return flit_err(EOVERFLOW, "udp io: io_uring SQ too small (%u)", entries);
+	if (p.flags & IORING_SETUP_DEFER_TASKRUN)
+		snprintf(io->desc, sizeof(io->desc), "io_uring (defer_taskrun, single_issuer)");
+	else
+		snprintf(io->desc, sizeof(io->desc),
+			 "io_uring (plain setup: the kernel refused defer_taskrun, single_issuer)");
+	return 0;
+}
+
+static void uring_close(struct uring *u)
+{
+	if (!u)
+		return;
+	if (u->ring_ok)
+		io_uring_queue_exit(&u->ring);
+	free(u->txbuf);
+	free(u->tx);
+	free(u->tx_free);
+	free(u->done);
+	free(u->repost);
+	free(u);
+}
+
+/* ---- impairment ------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	/* xorshift64* */
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+/* true with probability bp / 10000 */
+static bool rng_bp(uint64_t *s, uint32_t bp)
+{
+	return (uint32_t)(((unsigned __int128)rng_next(s) * 10000u) >> 64) < bp;
+}
+
+static uint64_t seed_mix(uint64_t seed)
+{
+	/* splitmix64 step: any seed, 0 included, gives a non-zero state */
+	uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return z ? z : 0x9e3779b97f4a7c15ull;
+}
+
+static void copy_dgram(struct flit_udp_dgram *to, uint8_t *buf,
+		       const struct flit_udp_dgram *from)
+{
+	*to = *from;
+	memcpy(buf, from->buf, from->len);
+	to->buf = buf;
+}
+
+/* A datagram was delivered: every held one waits for one less. */
+static void held_tick(struct impair *im)
+{
+	for (unsigned i = 0; i < im->nheld; i++)
+		if (im->held[i].left)
+			im->held[i].left--;
+}
+
+/* Deliver the held datagrams that are due, oldest first, while there is
+ * room; each delivery counts for the others. */
+static void held_flush(struct impair *im, struct flit_udp_dgram *d, unsigned n, unsigned *out)
+{
+	while (*out < n) {
+		unsigned i = 0;
+		while (i < im->nheld && im->held[i].left)
+			i++;
+		if (i == im->nheld)
+			return;
+		d[(*out)++] = im->held[i].d;
+		im->hold_state[im->held[i].buf] = HB_VIEW;
+		memmove(&im->held[i], &im->held[i + 1], (im->nheld - i - 1) * sizeof(im->held[0]));
+		im->nheld--;
+		held_tick(im);
+	}
+}
+
+/* Deliver g (a view that stays valid until the next call). */
+static void deliver(struct impair *im, struct flit_udp_dgram *d, unsigned n, unsigned *out,
+		    const struct flit_udp_dgram *g)
+{
+	d[(*out)++] = *g;
+	held_tick(im);
+	held_flush(im, d, n, out);
+}
+
+/* Hold g back for 1..8 deliveries, if there is room for it. */
+static bool hold(struct flit_udp_io *io, struct impair *im, const struct flit_udp_dgram *g)
+{
+	unsigned b = 0;
+	/* drawn first, so that the random sequence does not depend on room */
+	unsigned left = 1 + (unsigned)(rng_next(&im->rng) >> 61);
+	if (im->nheld == HOLD_MAX)
+		return false;
+	while (b < HOLD_BUFS && im->hold_state[b] != HB_FREE)
+		b++;
+	if (b == HOLD_BUFS)
+		return false;
+	struct held *h = &im->held[im->nheld++];
+	copy_dgram(&h->d, im->holdbuf + (size_t)b * io->stride, g);
+	h->buf = b;
+	h->left = left;
+	im->hold_state[b] = HB_HELD;
+	return true;
+}
+
+static int backend_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+{
+	return io->backend == FLIT_UDP_URING ? uring_recv(io, d, n) : sock_recv(io, d, n);
+}
+
+static int impair_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+{
+	struct impair *im = io->im;
+	unsigned out = 0;
+	int err = 0;
+
+	/* the views of the last call expire now */
+	im->dup_used = 0;
+	for (unsigned b = 0; b < HOLD_BUFS; b++)
+		if (im->hold_state[b] == HB_VIEW)
+			im->hold_state[b] = HB_FREE;
+	/* first what could not be delivered last time */
+	if (im->pend_on) {
+		im->pend_on = false;
+		im->pend_sel ^= 1;   /* a view now; the next one goes in the other */
+		deliver(im, d, n, &out, &im->pend);
+	}
+	held_flush(im, d, n, &out);
+
+	/* Fetch from the backend only when its last batch is used up and no
+	 * view into that batch went out in this call: the backend reuses its
+	 * buffers on the next fetch.  Fetch again (bounded) while a batch
+	 * yields nothing, so that 0 still means "nothing waiting". */
+	bool raw_out = false, got_any = false;
+	for (int tries = 0; out < n && tries < RECV_TRIES; tries++) {
+		if (im->raw_i == im->raw_n) {
+			if (raw_out)
+				break;
+			int r = backend_recv(io, im->raw, io->batch);
+			if (r < 0) {
+				err = r;
+				break;
+			}
+			im->raw_n = (unsigned)r;
+			im->raw_i = 0;
+			if (!r) {
+				/* nothing arrived: after a few such calls let
+				 * the held ones go, so none is stuck */
+				if (!got_any && im->nheld && ++im->idle >= HOLD_IDLE_CALLS) {
+					for (unsigned i = 0; i < im->nheld; i++)
+						im->held[i].left = 0;
+					held_flush(im, d, n, &out);
+					im->idle = 0;
+				}
+				break;
+			}
+			got_any = true;
+			im->idle = 0;
+		}
+		while (out < n && im->raw_i < im->raw_n) {
+			const struct flit_udp_dgram *g = &im->raw[im->raw_i++];
+			if (im->cfg.loss_bp && rng_bp(&im->rng, im->cfg.loss_bp)) {
+				io->st.impair_dropped++;
+				continue;
+			}
+			if (im->cfg.reorder_bp && rng_bp(&im->rng, im->cfg.reorder_bp) &&
+			    hold(io, im, g)) {
+				io->st.impair_reordered++;
+				continue;
+			}
+			bool dup = im->cfg.dup_bp && rng_bp(&im->rng, im->cfg.dup_bp);
+			raw_out = true;
+			deliver(im, d, n, &out, g);
+			if (!dup)
+				continue;
+			io->st.impair_duplicated++;
+			if (out < n) {
+				struct flit_udp_dgram c;
+				copy_dgram(&c, im->dupbuf + (size_t)im->dup_used++ * io->stride, g);
+				deliver(im, d, n, &out, &c);
+			} else {
+				copy_dgram(&im->pend, im->pendbuf[im->pend_sel], g);
+				im->pend_on = true;
+			}
+		}
+	}
+	return out ? (int)out : err;
+}
+
+static int impair_open(struct flit_udp_io *io, const struct flit_udp_impair *cfg)
+{
+	struct impair *im = zalloc(sizeof(*im));
+	if (!im)
+		return flit_err(ENOMEM, "udp io: impairment state");
+	io->im = im;
+	im->cfg = *cfg;
+	im->rng = seed_mix(cfg->seed);
+	im->raw = zalloc(io->batch * sizeof(*im->raw));
+	/* dup copies (batch), 2 pending, then the hold buffers */
+	im->dupbuf = aligned_alloc(64, ((size_t)io->batch + 2 + HOLD_BUFS) * io->stride);
+	if (!im->raw || !im->dupbuf)
+		return flit_err(ENOMEM, "udp io: impairment buffers");
+	uint8_t *p = im->dupbuf + (size_t)io->batch * io->stride;
+	im->pendbuf[0] = p;
+	im->pendbuf[1] = p + io->stride;
+	im->holdbuf = p + 2 * (size_t)io->stride;
+	return 0;
+}
+
+static void impair_close(struct impair *im)
+{
+	if (!im)
+		return;
+	free(im->raw);
+	free(im->dupbuf);
+	free(im);
+}
+
+/* ---- public ---------------------------------------------------------------- */
+
+int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg, struct flit_udp_io **out)
+{
+	struct flit_udp_io *io = NULL;
+	int r;
+
+	if (out)
+		*out = NULL;
+	if (!cfg || !out) {
+		r = flit_err(EINVAL, "udp io: open without %s", !cfg ? "a config" : "a result pointer");
+		goto fail;
+	}
+	if (fd < 0) {
+		r = flit_err(EBADF, "udp io: bad fd %d", fd);
+		goto fail;
+	}
+	if (cfg->backend != FLIT_UDP_SOCKETS && cfg->backend != FLIT_UDP_URING) {
+		r = flit_err(EINVAL, "udp io: unknown backend %d", (int)cfg->backend);
+		goto fail;
+	}
+	if (cfg->batch < 1 || cfg->batch > BATCH_MAX) {
+		r = flit_err(EINVAL, "udp io: batch %u out of range 1..%u", cfg->batch, BATCH_MAX);
+		goto fail;
+	}
+	if (cfg->dgram_max < 1 || cfg->dgram_max > DGRAM_MAX) {
+		r = flit_err(EINVAL, "udp io: dgram_max %u out of range 1..%u",
+			     cfg->dgram_max, DGRAM_MAX);
+		goto fail;
+	}
+	if (cfg->impair.loss_bp > 10000 || cfg->impair.dup_bp > 10000 ||
+	    cfg->impair.reorder_bp > 10000) {
+		r = flit_err(EINVAL, "udp io: impairment above 100%% (loss %u, dup %u, reorder %u "
+			     "in 1/100 %%)", cfg->impair.loss_bp, cfg->impair.dup_bp,
+			     cfg->impair.reorder_bp);
+		goto fail;
+	}
+
+	int type = 0;
+	socklen_t tl = sizeof(type);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0) {
+		r = flit_err(errno, "udp io: fd %d is not a socket", fd);
+		goto fail;
+	}
+	if (type != SOCK_DGRAM) {
+		r = flit_err(EINVAL, "udp io: fd %d is not a datagram socket (type %d)", fd, type);
+		goto fail;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		r = flit_err(errno, "udp io: making fd %d non-blocking", fd);
+		goto fail;
+	}
+	if (cfg->timestamps) {
+		int v = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE |
+			SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE;
+		if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &v, sizeof(v)) < 0) {
+			r = flit_err(errno, "udp io: SO_TIMESTAMPING on fd %d", fd);
+			goto fail;
+		}
+	}
+
+	io = zalloc(sizeof(*io));
+	if (!io) {
+		r = flit_err(ENOMEM, "udp io: io object");
+		goto fail;
+	}
+	io->fd = fd;
+	io->backend = cfg->backend;
+	io->batch = cfg->batch;
+	io->dgram_max = cfg->dgram_max;
+	io->stride = (cfg->dgram_max + 63u) & ~63u;
+	io->timestamps = cfg->timestamps;
+	io->ctl_len = cfg->timestamps ? RX_CTL_LEN : 0;
+
+	io->rxbuf = aligned_alloc(64, (size_t)io->batch * io->stride);
+	io->rmsg = zalloc(io->batch * sizeof(*io->rmsg));
+	io->riov = zalloc(io->batch * sizeof(*io->riov));
+	io->raddr = zalloc(io->batch * sizeof(*io->raddr));
+	io->rctl = cfg->timestamps ? aligned_alloc(16, (size_t)io->batch * RX_CTL_LEN) : NULL;
+	io->smsg = zalloc(io->batch * sizeof(*io->smsg));
+	io->siov = zalloc(io->batch * sizeof(*io->siov));
+	if (!io->rxbuf || !io->rmsg || !io->riov || !io->raddr || !io->smsg || !io->siov ||
+	    (cfg->timestamps && !io->rctl)) {
+		r = flit_err(ENOMEM, "udp io: buffers for %u datagrams of %u bytes",
+			     io->batch, io->dgram_max);
+		goto fail;
+	}
+	for (unsigned i = 0; i < io->batch; i++) {
+		struct msghdr *mh = &io->rmsg[i].msg_hdr;
+		io->riov[i].iov_base = io->rxbuf + (size_t)i * io->stride;
+		io->riov[i].iov_len = io->dgram_max;
+		mh->msg_name = &io->raddr[i];
+		mh->msg_namelen = sizeof(io->raddr[i]);
+		mh->msg_iov = &io->riov[i];
+		mh->msg_iovlen = 1;
+		mh->msg_control = io->rctl ? io->rctl + (size_t)i * RX_CTL_LEN : NULL;
+		mh->msg_controllen = io->ctl_len;
+		io->smsg[i].msg_hdr.msg_iov = &io->siov[i];
+		io->smsg[i].msg_hdr.msg_iovlen = 1;
+	}
+
+	if (io->backend == FLIT_UDP_URING) {
+		r = uring_open(io);
+		if (r < 0)
+			goto fail;
+	} else {
+		snprintf(io->desc, sizeof(io->desc), "sockets");
+	}
+
+	const struct flit_udp_impair *ic = &cfg->impair;
+	if (ic->loss_bp || ic->dup_bp || ic->reorder_bp) {
+		r = impair_open(io, ic);
+		if (r < 0)
+			goto fail;
+		size_t l = strlen(io->desc);
+		snprintf(io->desc + l, sizeof(io->desc) - l,
+			 ", impaired (loss %u.%02u%%, dup %u.%02u%%, reorder %u.%02u%%, seed %llu)",
+			 ic->loss_bp / 100, ic->loss_bp % 100, ic->dup_bp / 100, ic->dup_bp % 100,
+			 ic->reorder_bp / 100, ic->reorder_bp % 100, (unsigned long long)ic->seed);
+	}
+	*out = io;
+	return 0;
+
+fail:
+	if (io)
+		flit_udp_io_close(io);
+	else if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+void flit_udp_io_close(struct flit_udp_io *io)
+{
+	if (!io)
+		return;
+	/* the ring first: the kernel must be done with our buffers */
+	uring_close(io->u);
+	impair_close(io->im);
+	free(io->rxbuf);
+	free(io->rmsg);
+	free(io->riov);
+	free(io->raddr);
+	free(io->rctl);
+	free(io->smsg);
+	free(io->siov);
+	if (io->fd >= 0)
+		close(io->fd);
+	free(io);
+}
+
+int flit_udp_io_fd(const struct flit_udp_io *io)
+{
+	return io->fd;
+}
+
+int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+{
+	if (FLIT_UNLIKELY(!n))
+		return 0;
+	if (FLIT_UNLIKELY(io->im != NULL))
+		return impair_recv(io, d, n);
+	return io->backend == FLIT_UDP_URING ? uring_recv(io, d, n) : sock_recv(io, d, n);
+}
+
+int flit_udp_io_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
+{
+	if (FLIT_UNLIKELY(!n))
+		return 0;
+	return io->backend == FLIT_UDP_URING ? uring_send(io, d, n) : sock_send(io, d, n);
+}
+
+void flit_udp_io_stats(const struct flit_udp_io *io, struct flit_udp_io_stats *out)
+{
+	*out = io->st;
+}
+
+const char *flit_udp_io_describe(const struct flit_udp_io *io)
+{
+	return io->desc;
+}
+
+/* ---- impairment spec ------------------------------------------------------- */
+
+/* "12", "12.5", "12.34", optionally followed by '%': 0..100 -> basis points */
+static bool parse_pct(const char *s, size_t len, uint32_t *bp)
+{
+	uint32_t ip = 0, frac = 0;
+	size_t i = 0, digits = 0, fd = 0;
+
+	if (len && s[len - 1] == '%')
+		len--;
+	while (i < len && s[i] >= '0' && s[i] <= '9') {
+		ip = ip * 10 + (uint32_t)(s[i] - '0');
+		if (ip > 100)
+			return false;
+		i++;
+		digits++;
+	}
+	if (!digits)
+		return false;
+	if (i < len && s[i] == '.') {
+		i++;
+		while (i < len && s[i] >= '0' && s[i] <= '9' && fd < 2) {
+			frac = frac * 10 + (uint32_t)(s[i] - '0');
+			i++;
+			fd++;
+		}
+		if (!fd)
+			return false;
+		if (fd == 1)
+			frac *= 10;
+	}
+	if (i != len)
+		return false;
+	uint32_t v = ip * 100 + frac;
+	if (v > 10000)
+		return false;
+	*bp = v;
+	return true;
+}
+
+static bool parse_u64(const char *s, size_t len, uint64_t *v)
+{
+	uint64_t x = 0;
+	if (!len || len > 20)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		unsigned dg = (unsigned)(s[i] - '0');
+		if (x > (UINT64_MAX - dg) / 10)
+			return false;
+		x = x * 10 + dg;
+	}
+	*v = x;
+	return true;
+}
+
+int flit_udp_impair_parse(const char *s, struct flit_udp_impair *out)
+{
+	struct flit_udp_impair v = { 0 };
+	unsigned seen = 0;
+
+	if (!s || !out)
+		return flit_err(EINVAL, "udp impairment: no %s", !s ? "string" : "result");
+	const char *p = s;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *item = p;
+		size_t ilen = len;
+		/* trim blanks around the item */
+		while (ilen && (*item == ' ' || *item == '\t')) {
+			item++;
+			ilen--;
+		}
+		while (ilen && (item[ilen - 1] == ' ' || item[ilen - 1] == '\t'))
+			ilen--;
+		const char *eq = memchr(item, '=', ilen);
+		if (!ilen)
+			return flit_err(EINVAL, "udp impairment \"%s\": empty item", s);
+		if (!eq)
+			return flit_err(EINVAL, "udp impairment \"%s\": item \"%.*s\" is not key=value",
+					s, (int)ilen, item);
+		size_t klen = (size_t)(eq - item);
+		const char *val = eq + 1;
+		size_t vlen = ilen - klen - 1;
+		static const char *const keys[] = { "loss", "dup", "reorder", "seed" };
+		unsigned k = 0;
+		while (k < 4 && !(strlen(keys[k]) == klen && !memcmp(keys[k], item, klen)))
+			k++;
+		if (k == 4)
+			return flit_err(EINVAL, "udp impairment \"%s\": unknown key in \"%.*s\" "
+					"(known: loss, dup, reorder, seed)", s, (int)ilen, item);
+		if (seen & (1u << k))
+			return flit_err(EINVAL, "udp impairment \"%s\": \"%.*s\": %s given twice",
+					s, (int)ilen, item, keys[k]);
+		seen |= 1u << k;
+		bool ok;
+		switch (k) {
+		case 0: ok = parse_pct(val, vlen, &v.loss_bp); break;
+		case 1: ok = parse_pct(val, vlen, &v.dup_bp); break;
+		case 2: ok = parse_pct(val, vlen, &v.reorder_bp); break;
+		default: ok = parse_u64(val, vlen, &v.seed); break;
+		}
+		if (!ok)
+			return flit_err(EINVAL, "udp impairment \"%s\": bad value in \"%.*s\" (%s)",
+					s, (int)ilen, item,
+					k == 3 ? "want an unsigned integer"
+					       : "want a percentage 0..100 with up to two decimals");
+		if (!end)
+			break;
+		p = end + 1;
+		if (!*p)
+			return flit_err(EINVAL, "udp impairment \"%s\": empty item after the last ','", s);
+	}
+	*out = v;
+	return 0;
+}
