@@ -522,7 +522,34 @@ static void bad_value_names_file_and_line(void **state)
 		  "bad value '255' for source.batch_max: must be between 256 and 1M" },
 		{ "source.batch_max = 2M", "bad value '2M' for source.batch_max" },
 		{ "source.transport = carrier-pigeon",
-		  "bad value 'carrier-pigeon' for source.transport: must be shm" },
+		  "bad value 'carrier-pigeon' for source.transport: must be shm or udp" },
+		/* udp: addresses, ports, interfaces */
+		{ "context.udp.resolver = 10.0.0.1:14400",
+		  "bad value '10.0.0.1:14400' for context.udp.resolver: must be a multicast group:port" },
+		{ "context.udp.resolver = 239.1.1.1", "bad value '239.1.1.1' for context.udp.resolver" },
+		{ "context.udp.resolver = 239.1.1.1:0", "bad value '239.1.1.1:0' for context.udp.resolver" },
+		{ "context.udp.resolver = 239.1.1.1:70000", "bad value '239.1.1.1:70000' for context.udp.resolver" },
+		{ "context.udp.resolver = 239.1.1:14400", "bad value '239.1.1:14400' for context.udp.resolver" },
+		{ "context.udp.resolver = 239.1.1.256:1", "bad value '239.1.1.256:1' for context.udp.resolver" },
+		{ "context.udp.interface = nosuchif0",
+		  "bad value 'nosuchif0' for context.udp.interface: must name an existing network interface" },
+		{ "context.udp.interface = a-name-much-too-long-for-linux",
+		  "bad value 'a-name-much-too-long-for-linux' for context.udp.interface" },
+		{ "context.udp.backend = dpdk",
+		  "bad value 'dpdk' for context.udp.backend: must be sockets or io_uring" },
+		{ "context.udp.impair = loss=200%", "bad value 'loss=200%' for context.udp.impair" },
+		{ "context.transports = shm,tcp", "bad value 'shm,tcp' for context.transports" },
+		{ "source.udp.group = 10.1.2.3", "bad value '10.1.2.3' for source.udp.group: must be a multicast group" },
+		{ "source.udp.group = 239.1.0.0/8", "bad value '239.1.0.0/8' for source.udp.group" },
+		{ "source.udp.port = 0", "bad value '0' for source.udp.port: must be an integer between 1 and 65535" },
+		{ "source.udp.port = 65536", "bad value '65536' for source.udp.port" },
+		{ "source.udp.ctl_port = http", "bad value 'http' for source.udp.ctl_port" },
+		{ "source.udp.max_datagram = 70000", "bad value '70000' for source.udp.max_datagram" },
+		{ "source.udp.mode = broadcast",
+		  "bad value 'broadcast' for source.udp.mode: must be multicast or unicast" },
+		{ "source.udp.rate_limit = 10Mbps", "bad value '10Mbps' for source.udp.rate_limit: must be bits per second" },
+		{ "receiver.udp.static = 10.0.0.1", "bad value '10.0.0.1' for receiver.udp.static: must be address:port" },
+		{ "receiver.udp.static = host:1", "bad value 'host:1' for receiver.udp.static" },
 	};
 	char text[512];
 
@@ -532,6 +559,45 @@ static void bad_value_names_file_and_line(void **state)
 			 cases[i].line);
 		assert_file_rejected(text, 3, cases[i].what);
 	}
+}
+
+static void udp_values_are_parsed(void **state)
+{
+	struct flit_cfg cfg;
+	struct flit_cfg_context cc;
+	struct flit_cfg_source sc;
+	struct flit_cfg_receiver rc;
+	(void)state;
+
+	flit_cfg_init(&cfg);
+	assert_int_equal(flit_cfg_load_string(&cfg,
+		"context.transports = udp, shm\n"
+		"context.udp.interface = lo\n"
+		"context.udp.resolver = off\n"
+		"context.udp.backend = io_uring\n"
+		"context.udp.impair = loss=2.5%,dup=1,seed=9\n"
+		"source.transport = udp\n"
+		"source.udp.group = 239.10.0.0/16\n"
+		"source.udp.rate_limit = 250M\n"
+		"source.udp.retx_rate_limit = 5k\n"
+		"[receiver \"st.*\"]\n"
+		"udp.static = 10.0.0.1:14600\n", "<t>"), 0);
+	assert_int_equal(flit_cfg_context(&cfg, &cc), 0);
+	assert_string_equal(cc.transports, "udp, shm");
+	assert_string_equal(cc.udp_interface, "lo");
+	assert_string_equal(cc.udp_resolver, "off");
+	assert_int_equal(cc.udp_backend, 1);
+	assert_int_equal(flit_cfg_source(&cfg, "x", NULL, &sc), 0);
+	assert_string_equal(sc.transport, "udp");
+	assert_string_equal(sc.udp_group, "239.10.0.0/16");
+	assert_int_equal(sc.udp_rate_limit, 250000000ull);
+	assert_int_equal(sc.udp_retx_rate_limit, 5000ull);
+	assert_int_equal(sc.udp_max_datagram, 1472);
+	assert_int_equal(flit_cfg_receiver(&cfg, "st.a", NULL, &rc), 0);
+	assert_string_equal(rc.udp_static, "10.0.0.1:14600");
+	assert_int_equal(flit_cfg_receiver(&cfg, "other", NULL, &rc), 0);
+	assert_string_equal(rc.udp_static, "");
+	flit_cfg_free(&cfg);
 }
 
 static void malformed_line_names_line(void **state)
@@ -775,6 +841,7 @@ int main(void)
 		cmocka_unit_test(env_unknown_key_or_bad_value_names_variable),
 		cmocka_unit_test(unknown_key_names_file_and_line),
 		cmocka_unit_test(bad_value_names_file_and_line),
+		cmocka_unit_test(udp_values_are_parsed),
 		cmocka_unit_test(malformed_line_names_line),
 		cmocka_unit_test(missing_file_names_path),
 		cmocka_unit_test(context_key_in_topic_section_rejected),
