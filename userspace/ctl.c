@@ -8,8 +8,10 @@
  * frame (and the frame inside the buffer).  The encoders check every argument
  * and the size before they write anything, so a refused call leaves buf
  * untouched, and an encoded frame is always one flit_ctl_check() accepts:
- * the encoding is canonical (one frame value, one byte string) except for
- * the ignored seq of QUERY and JOIN frames, always written 0.
+ * the encoding is canonical (one frame value, one byte string).  Two header
+ * fields are not encoder arguments: the ignored seq of QUERY and JOIN frames
+ * (written 0) and an HB's flags (written 0; a closing source sets
+ * FLIT_HBF_END in the encoded frame).
  */
 #include "ctl.h"
 
