@@ -715,8 +715,11 @@ struct qbuild {
 	struct flit_tp *tp;
 	struct flit_ctl_name names[FLIT_CTL_NAMES_MAX];
 	unsigned n;
+	size_t bytes;     /* frame length so far: one datagram of <= 1472 */
 	bool unresolved_exact, patterns;
 };
+
+#define QUERY_DGRAM_MAX 1472u
 
 static bool topic_bound(struct flit_tp *tp, const char *topic)
 {
@@ -739,6 +742,7 @@ static void query_flush(struct qbuild *q)
 	for (unsigned i = 0; i < tp->nstatic_uc; i++)
 		rx_send(tp, tp->ctl, len, &tp->static_uc[i]);
 	q->n = 0;
+	q->bytes = 0;
 }
 
 static int query_add(void *arg, const char *topic, bool pattern,
@@ -755,6 +759,14 @@ static int query_add(void *arg, const char *topic, bool pattern,
 		q->patterns = true;
 	else
 		q->unresolved_exact = true;
+	size_t entry = 8 + flit_align8(strlen(topic));
+	if (!q->bytes)
+		q->bytes = FLIT_FRAME_HDR_LEN + 8;
+	if (q->bytes + entry > QUERY_DGRAM_MAX)
+		query_flush(q);
+	if (!q->bytes)
+		q->bytes = FLIT_FRAME_HDR_LEN + 8;
+	q->bytes += entry;
 	q->names[q->n++] = (struct flit_ctl_name){ .kind = pattern ? FLIT_NAME_PATTERN : FLIT_NAME_EXACT,
 						   .len = (uint16_t)strlen(topic), .name = topic };
 	if (q->n == FLIT_CTL_NAMES_MAX)
