@@ -291,6 +291,8 @@ static int join_group(struct flit_tp *tp, int fd, struct in_addr group)
 static int io_wrap(struct flit_tp *tp, int fd, bool rx, struct flit_udp_io **out)
 {
 	struct flit_udp_io_cfg c = tp->iocfg;
+	int spare = -1, err;
+
 	if (!rx) {
 		/* sources send only through io; their control traffic is read
 		 * with plain calls by the service */
@@ -298,16 +300,23 @@ static int io_wrap(struct flit_tp *tp, int fd, bool rx, struct flit_udp_io **out
 		c.timestamps = false;
 		memset(&c.impair, 0, sizeof(c.impair));
 	}
-	int err = flit_udp_io_open(fd, &c, out);
-	if (err == -EOPNOTSUPP && c.backend == FLIT_UDP_URING) {
+	/* the io object owns fd even when it fails: keep a copy for the
+	 * fallback to sockets */
+	if (c.backend == FLIT_UDP_URING && (spare = dup(fd)) < 0) {
+		err = -errno;
+		close(fd);
+		return flit_err(-err, "udp: dup: %s", strerror(-err));
+	}
+	err = flit_udp_io_open(fd, &c, out);
+	if (err == -EOPNOTSUPP && spare >= 0) {
 		flit_warn("udp: io_uring unavailable (%s); using sockets", flit_errmsg());
 		tp->iocfg.backend = FLIT_UDP_SOCKETS;
 		c.backend = FLIT_UDP_SOCKETS;
-		fd = dup(fd);
-		if (fd < 0)
-			return -errno;
-		err = flit_udp_io_open(fd, &c, out);
+		err = flit_udp_io_open(spare, &c, out);
+		spare = -1;
 	}
+	if (spare >= 0)
+		close(spare);
 	return err;
 }
 

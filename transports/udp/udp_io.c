@@ -11,16 +11,20 @@
  * most one syscall, unless an error or a partial send makes it retry.
  *
  * io_uring, in short: `batch` RECVMSG requests stay posted, one per receive
- * buffer.  A recv call re-posts the buffers whose views it handed out the
- * call before, enters the kernel once (submit + get events) only when
- * something can be pending, moves the completions it finds to a FIFO and
- * hands out views from it.  Sends copy each datagram into a send slot and
- * post a SENDMSG; a slot is free again when its completion is reaped.
+ * buffer, as linked chains (see uring_flush_reposts()).  A recv call
+ * re-posts the buffers whose views it handed out the call before, enters
+ * the kernel once (submit + get events) only when something can be pending
+ * (IORING_SQ_TASKRUN, SQEs to submit, or the last enter produced
+ * receives), moves the completions it finds to a FIFO and hands out views
+ * from it.  Sends copy each datagram into one of `batch` send slots and
+ * post a SENDMSG; a slot is free again when its completion is reaped.  The
+ * ring is created disabled (R_DISABLED) and enabled by the first recv or
+ * send, so SINGLE_ISSUER binds it to the thread that uses it, not to the
+ * one that opened it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
-#include <limits.h>
 #include <pthread.h>
 #include <linux/net_tstamp.h>
 #include <stdio.h>
@@ -487,16 +491,16 @@ static int uring_enable(struct flit_udp_io *io)
 	return 0;
 }
 
-/* First use enables the ring; with SINGLE_ISSUER only that thread may go
- * on using it (the kernel would say -EEXIST, after we queued requests). */
+/* First use enables the ring; with SINGLE_ISSUER only that thread may
+ * enter it from then on (the kernel would say -EEXIST).  1: another
+ * thread. */
 static inline int uring_check_thread(struct flit_udp_io *io)
 {
 	struct uring *u = io->u;
 	if (FLIT_UNLIKELY(!u->enabled))
 		return uring_enable(io);
 	if (FLIT_UNLIKELY(u->single && !pthread_equal(u->owner, pthread_self())))
-		return flit_err(EEXIST, "udp io: io_uring object of fd %d used from a thread "
-				"other than the one that first used it (SINGLE_ISSUER)", io->fd);
+		return 1;
 	return 0;
 }
 
@@ -506,8 +510,10 @@ static int uring_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned
 	int out = 0, err = 0;
 
 	int rc = uring_check_thread(io);
-	if (FLIT_UNLIKELY(rc < 0))
-		return rc;
+	if (FLIT_UNLIKELY(rc != 0))
+		return rc < 0 ? rc : flit_err(EEXIST, "udp io: io_uring object of fd %d received "
+					       "on from a thread other than the one that first "
+					       "used it (SINGLE_ISSUER)", io->fd);
 	for (int tries = 0; tries < RECV_TRIES; tries++) {
 		bool dropped = false;
 
@@ -580,6 +586,11 @@ static int uring_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, un
 	int rc = uring_check_thread(io);
 	if (FLIT_UNLIKELY(rc < 0))
 		return rc;
+	/* Another thread than the ring's (say a service thread sending for a
+	 * source, under the caller's lock): it cannot enter the ring, so it
+	 * sends straight through the socket. */
+	if (FLIT_UNLIKELY(rc > 0))
+		return sock_send(io, d, n);
 	while (taken < n) {
 		const struct flit_udp_dgram *g = &d[taken];
 
@@ -634,12 +645,10 @@ static int uring_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, un
 		tx_set_name(&t->mh, &t->addr);
 		t->retried = false;
 		if (FLIT_UNLIKELY(!uring_post_send(io, s))) {
+			/* SQ full: cannot happen, it has room for every slot */
 			u->tx_free[u->ntx_free++] = (uint16_t)s;
-			int r = uring_enter(io);
-			if (r < 0)
-				return taken ? (int)taken : r;
-			queued = 0;
-			continue;
+			io->st.tx_eagain++;
+			break;
 		}
 		queued++;
 		io->st.tx_dgrams++;
