@@ -30,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -43,7 +45,7 @@ static char tb[16];
 /* What a subscriber process saw (sent to the parent through a pipe). */
 struct sub_result {
 	uint64_t delivered, lost, loss_events, order_errors, pattern_errors;
-	uint64_t first_seq, bos, eos, retx;
+	uint64_t first_seq, bos, eos, retx, kernel_ts, ts_off;
 	struct flit_counters c;
 	int ok;      /* finished: saw the last message (or its loss) */
 	char why[160];
@@ -92,6 +94,14 @@ static void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
 		st->r.delivered++;
 		if (m->flags & FLIT_MSGF_RETX)
 			st->r.retx++;
+		if ((m->flags & FLIT_MSGF_RECV_TS_KERNEL) && (m->flags & FLIT_MSGF_RECV_TS)) {
+			struct timespec now;
+			clock_gettime(CLOCK_REALTIME, &now);
+			uint64_t n = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+			st->r.kernel_ts++;
+			if (m->recv_ts_ns > n || n - m->recv_ts_ns > 1000000000u)
+				st->r.ts_off++;
+		}
 		break;
 	}
 	if (st->next >= st->n)
@@ -127,7 +137,7 @@ static void sub_main(int host, const char *topic, bool pattern, uint64_t n,
 			 (unsigned long long)st.r.delivered);
 	st.r.c.sz = sizeof(st.r.c);
 	flit_ctx_counters(ctx, &st.r.c);
-	if (write(fd, &st.r, sizeof(st.r)) != sizeof(st.r))
+	if (fd >= 0 && write(fd, &st.r, sizeof(st.r)) != sizeof(st.r))
 		_exit(6);
 	flit_sub_close(sub);
 	flit_ctx_close(ctx);
@@ -402,6 +412,124 @@ static void link_loss_5pct_is_repaired(void **state)
 	assert_true(r.c.naks_sent > 0);
 }
 
+static void kernel_timestamps_reach_the_message(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.ts", .n = 2000, .size = 32, .want_receivers = 1 };
+	struct sub_spec ss = { .host = 2, .topic = "t.ts", .cfg = "context.udp.timestamps = software" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, false, "timestamps");
+	/* the kernel turns stamping on asynchronously: the first few may lack it */
+	assert_true(r.kernel_ts > pa.n / 2);
+	assert_int_equal(r.ts_off, 0);
+}
+
+/* Child: count resolver-channel datagrams in h3 for `ms`, in two halves. */
+static void count_resolver(int fd, unsigned ms)
+{
+	if (tb_enter(tb, 3))
+		_exit(3);
+	int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(14400) };
+	bind(s, (struct sockaddr *)&a, sizeof(a));
+	struct ip_mreqn m = { 0 };
+	inet_pton(AF_INET, "239.192.76.1", &m.imr_multiaddr);
+	setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m));
+	uint64_t half[2] = { 0, 0 }, t0 = tl_now_ms();
+	char b[2048];
+	for (;;) {
+		uint64_t el = tl_now_ms() - t0;
+		if (el >= ms)
+			break;
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		if (poll(&p, 1, 50) > 0 && recv(s, b, sizeof(b), 0) > 0)
+			half[el >= ms / 2]++;
+	}
+	if (write(fd, half, sizeof(half)) != sizeof(half))
+		_exit(6);
+	_exit(0);
+}
+
+static void resolution_traffic_backs_off(void **state)
+{
+	(void)state;
+	int p[2], stop[2];
+	uint64_t half[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(pipe(stop), 0);
+	/* a source and a wildcard subscriber (which never stops asking) */
+	pid_t pub = tl_fork();
+	if (pub == 0) {
+		struct pub_args pa = { .host = 1, .topic = "t.quiet", .n = 1, .size = 8 };
+		close(stop[1]);
+		pub_main(&pa, stop[0]);
+	}
+	close(stop[0]);
+	pid_t sub = tl_fork();
+	if (sub == 0) {
+		close(p[0]);
+		sub_main(2, "nothing.*", true, 1, NULL, -1, 6000);
+	}
+	pid_t cnt = tl_fork();
+	if (cnt == 0)
+		count_resolver(p[1], 6000);
+	close(p[1]);
+	assert_int_equal(read(p[0], half, sizeof(half)), sizeof(half));
+	close(stop[1]);
+	int st;
+	waitpid(cnt, &st, 0);
+	waitpid(pub, &st, 0);
+	kill(sub, SIGKILL);
+	waitpid(sub, &st, 0);
+	printf("# resolver datagrams: first 3 s %llu, next 3 s %llu\n",
+	       (unsigned long long)half[0], (unsigned long long)half[1]);
+	assert_true(half[0] > 0);
+	/* 10 ms doubling: ~9 adverts and ~9 queries early, then 1-2 each */
+	assert_true(half[1] < half[0]);
+	assert_true(half[1] <= 8);
+}
+
+/* source.udp.rate_limit: sends over the rate are refused, not queued. */
+static void rate_limit_bounds_the_send_rate(void **state)
+{
+	(void)state;
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.udp.resolver = off");
+		FLIT_OPTS(flit_pub_opts, po, .transport = "udp", .config = "udp.rate_limit = 8M");
+		flit_pub *pub = flit_pub_new(ctx, "t.rate", &po);
+		if (!pub)
+			_exit(4);
+		unsigned char buf[1000] = { 0 };
+		uint64_t ok = 0, bp = 0, t0 = tl_now_ms();
+		while (tl_now_ms() - t0 < 1000) {
+			int r = flit_pub_send(pub, buf, sizeof(buf));
+			if (r == 0)
+				ok++;
+			else if (r == FLIT_BACK_PRESSURED)
+				bp++;
+			else
+				_exit(5);
+		}
+		struct flit_counters c = { .sz = sizeof(c) };
+		flit_ctx_counters(ctx, &c);
+		printf("# 1 s at 8 Mbit/s: %llu sent, %llu refused, rate_limited %llu\n",
+		       (unsigned long long)ok, (unsigned long long)bp, (unsigned long long)c.rate_limited);
+		fflush(stdout);
+		/* 1 MB/s of 1032-byte datagrams: ~970 in a second, plus a 10 ms
+		 * burst; generous bounds for a noisy machine */
+		_exit(ok >= 700 && ok <= 1200 && bp > 0 && c.rate_limited == bp ? 0 : 6);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* Child in h3: listen to the group, then attack the session it hears. */
 static void attacker_main(const char *group, uint16_t port)
 {
@@ -496,6 +624,9 @@ int main(void)
 		cmocka_unit_test(io_uring_loss_20pct_delivers_or_reports),
 		cmocka_unit_test(link_loss_5pct_is_repaired),
 		cmocka_unit_test(bad_input_is_dropped_and_counted),
+		cmocka_unit_test(kernel_timestamps_reach_the_message),
+		cmocka_unit_test(resolution_traffic_backs_off),
+		cmocka_unit_test(rate_limit_bounds_the_send_rate),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	tb_down(tb);
