@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The tools' command lines: --help exits 0; every misuse (unknown option,
-# missing argument, bad size, bad transport, bad cpu list, missing operand)
-# exits 2 with the usage on stderr; flit-pub -> flit-sub carries one message
-# over shm; flit-pong, flit-floor and flit-thru emit JSON with the required
-# keys.  Uses the binaries in $FLIT_TOOLS_DIR (set by tests/run-tests.sh).
+# missing argument, bad size, bad transport, bad cpu list, missing operand,
+# bad --netns, --peer-netns with --role, a -C argument of two lines) exits 2
+# with the usage on stderr; a missing network namespace and a -C line the
+# library rejects exit 1 with a message naming them; flit-pub -> flit-sub
+# carries one message over shm; flit-pong, flit-floor and flit-thru emit JSON
+# with the required keys.  Uses the binaries in $FLIT_TOOLS_DIR (set by
+# tests/run-tests.sh).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
 D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
@@ -32,7 +35,8 @@ expect() {
   if [ "$want" -eq 2 ] && ! grep -q '^Usage: ' "$tmp/err"; then
     fail "$tool $*: no usage on stderr"; return 1
   fi
-  echo "ok: $tool $* -> $rc"
+  local args="$*"
+  echo "ok: $tool ${args//$'\n'/\\n} -> $rc"
 }
 
 # ---- --help ----------------------------------------------------------------
@@ -87,14 +91,46 @@ expect 2 flit-pong --mode sideways
 expect 2 flit-pong --role both
 expect 2 flit-floor --lines 3
 
+# network namespaces, -C
+expect 2 flit-pong -t udp --netns
+expect 2 flit-thru -t udp --peer-netns
+expect 2 flit-pong --netns a/b
+expect 2 flit-thru --peer-netns ''
+expect 2 flit-pong -t udp --role ping --peer-netns x
+expect 2 flit-thru -t shm --window 16
+expect 2 flit-pong -C
+expect 2 flit-thru -C "$(printf 'source.batch = true\ncontext.domain = x')"
+
+# expect_err RC REGEX TOOL ARGS...: as expect, and stderr must match REGEX.
+expect_err() {
+  local want=$1 re=$2; shift 2
+  expect "$want" "$@" || return 1
+  if ! grep -Eq -- "$re" "$tmp/err"; then
+    fail "$*: stderr does not say /$re/:"; sed 's/^/    | /' "$tmp/err" | head -5
+    return 1
+  fi
+}
+ns="flit-test-no-such-ns-$$"
+expect_err 1 "network namespace '$ns' does not exist" flit-pong -t udp --netns "$ns" -n 10
+expect_err 1 "network namespace '$ns' does not exist" flit-pong -t udp --peer-netns "$ns" -n 10
+expect_err 1 "network namespace '$ns' does not exist" flit-thru -t udp --netns "$ns" -n 10
+expect_err 1 "network namespace '$ns' does not exist" flit-thru -t udp --peer-netns "$ns" -n 10
+# a -C line the library rejects: exit 1, the message quotes the line
+expect_err 1 "'source\.batch = maybe'" flit-pong -C 'source.batch = maybe' -n 10
+expect_err 1 "'context\.no_such_key = 1'" flit-thru -C 'context.no_such_key = 1' -n 10
+expect_err 1 "'context\.udp\.backend = fast'" flit-pub -C 'context.udp.backend = fast' topic msg
+expect_err 1 "'receiver\.udp\.nak_timeout_ms = 0'" flit-sub -C 'receiver.udp.nak_timeout_ms = 0' -T 1 topic
+
 # ---- pub -> sub over shm ---------------------------------------------------
 if [ ! -w /dev/shm ]; then
   echo "SKIP: /dev/shm not writable"; exit 77
 fi
 topic="flit-test-cli.$$"
-timeout 20 "$D/flit-sub" -t shm --count 1 --timeout 5 "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
+timeout 20 "$D/flit-sub" -t shm --count 1 --timeout 5 -C 'receiver.discovery_ms = 20' \
+  "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
 bg=$!
-if ! timeout 20 "$D/flit-pub" -t shm --wait-receivers 1 --timeout 5 "$topic" 'hello "cli"' 2>"$tmp/pub.err"; then
+if ! timeout 20 "$D/flit-pub" -t shm --wait-receivers 1 --timeout 5 -C 'shm.capacity = 64K' \
+    "$topic" 'hello "cli"' 2>"$tmp/pub.err"; then
   fail "flit-pub exited $?"; sed 's/^/    | /' "$tmp/pub.err"
 fi
 wait "$bg"; rc=$?; bg=

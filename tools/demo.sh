@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # flit demo (`make demo`): the core-to-core floor, shm ping-pong latency for
 # a few message sizes, and shm throughput 1:1 unbatched and batched, all
-# pinned, printed as one table.  Runs in well under a minute.
+# pinned, printed as one table; then the udp rows: ping-pong (32 and 256 B)
+# and throughput 1:1 (32 B, unbatched and batched) across a 2-host testbed
+# (tools/testbed; needs root, else "udp rows skipped: <reason>").  Runs in
+# well under a minute (the udp part in about 15 s).
 #
 #   BUILD=build tools/demo.sh        environment: CPUS=A,B  COUNT=N  THRU_COUNT=N
 #                                    ROUNDS=N (make bench: 5 rounds, each with its
 #                                    own floor, then the spread of the ratios)
+#                                    UDP=0 (no udp rows)  UDP_COUNT=N  UDP_SECS=S
+#                                    (tools/bench-udp.sh compares udp with sockperf)
 set -u
 BUILD=${BUILD:-build}
 T="$BUILD/tools"
@@ -14,9 +19,21 @@ COUNT=${COUNT:-200000}          # round trips per ping-pong size
 THRU_COUNT=${THRU_COUNT:-5000000}
 SIZES="16 64 256 512"
 ROUNDS=${ROUNDS:-1}
+UDP=${UDP:-1}
+UDP_COUNT=${UDP_COUNT:-50000}   # round trips per udp ping-pong size
+UDP_SECS=${UDP_SECS:-2}         # seconds per udp throughput run
+UDP_SIZES="32 256"
+here=$(cd "$(dirname "$0")" && pwd)
 
 out=$(mktemp -d /tmp/flit-demo.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+base=$out
+tb=
+cleanup() {
+  [ -n "$tb" ] && "$here/testbed" down --name "$tb" >/dev/null 2>&1
+  rm -rf "$base"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # run NAME CMD...: append CMD's JSON lines to $out/NAME.json; on failure show
 # its stderr and stop.
@@ -51,7 +68,6 @@ measure() {  # one round: floor, ping-pong per size, throughput
   run floor2 "$T/flit-floor" --cpus "$CPUS" -n 1000000 --lines 2 --json
 }
 
-base=$out
 rounds=()
 for r in $(seq 1 "$ROUNDS"); do
   mkdir -p "$base/r$r"
@@ -60,14 +76,47 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 out=$base
 
+# ---- udp rows: across a 2-host testbed ----------------------------------------
+# udp_rows DIR: fills DIR/udp_pong.json, DIR/udp_thru.json, or DIR/udp_skipped
+# with the reason.  Never fails the demo: the shm rows stand on their own.
+udp_rows() {
+  local d=$1 cpu0 cpu1 s batch
+  mkdir -p "$d"
+  skip() { echo "$*" >"$d/udp_skipped"; }
+  [ "$UDP" = 0 ] && { skip "UDP=0"; return; }
+  [ "$(id -u)" -eq 0 ] || { skip "needs root (network namespaces for the testbed)"; return; }
+  cpu0=${CPUS%%,*}; cpu1=${CPUS##*,}
+  tb="dm$(( $$ % 1000000 ))"
+  if ! "$here/testbed" up --name "$tb" --hosts 2 --owner-pid $$ >"$d/testbed.err" 2>&1; then
+    skip "testbed: $(grep -v '^ ' "$d/testbed.err" | head -1)"; tb=; return
+  fi
+  for s in $UDP_SIZES; do
+    if ! "$T/flit-pong" -t udp --netns "$tb-h1" --peer-netns "$tb-h2" -s "$s" \
+        -n "$UDP_COUNT" -w 5000 --cpus "$cpu0,$cpu1" --json >>"$d/udp_pong.json" 2>"$d/udp.err"; then
+      skip "flit-pong -t udp -s $s failed: $(grep -m1 . "$d/udp.err")"; return
+    fi
+  done
+  for batch in "" --batch; do
+    if ! "$T/flit-thru" -t udp --netns "$tb-h1" --peer-netns "$tb-h2" -s 32 \
+        -d "$UDP_SECS" --cpus "$cpu0,$cpu1" $batch --json >>"$d/udp_thru.json" 2>"$d/udp.err"; then
+      skip "flit-thru -t udp ${batch:-(unbatched)} failed: $(grep -m1 . "$d/udp.err")"; return
+    fi
+  done
+  "$here/testbed" down --name "$tb" >/dev/null 2>&1; tb=
+}
+udp_rows "$out/udp"
+
 if ! command -v python3 >/dev/null 2>&1; then
   echo "(python3 not found: raw results)"
   cat "$out"/r*/*.json
+  [ -f "$out/udp/udp_skipped" ] && echo "udp rows skipped: $(cat "$out/udp/udp_skipped")"
+  cat "$out"/udp/*.json 2>/dev/null
   exit 0
 fi
 
-python3 - "${rounds[@]}" <<'EOF'
+python3 - "$out/udp" "${rounds[@]}" <<'EOF'
 import json, sys, os, statistics
+udp_dir = sys.argv.pop(1)
 
 def load(d, name):
     with open(os.path.join(d, name + ".json")) as f:
@@ -121,4 +170,34 @@ if len(sys.argv) > 2:
   print(f"==== shm p50 / floor p50 over {len(sys.argv) - 1} rounds (each against the floor measured just before it)")
   for size, rs in sorted(ratios.items()):
     print(f"  {size:>5} B: median {statistics.median(rs):.2f}x  best {min(rs):.2f}x  worst {max(rs):.2f}x")
+
+print()
+skipped = os.path.join(udp_dir, "udp_skipped")
+if os.path.exists(skipped):
+  print("udp rows skipped: " + open(skipped).read().strip())
+else:
+  upong = load(udp_dir, "udp_pong")
+  uthru = load(udp_dir, "udp_thru")
+  print(f"udp ping-pong latency across a 2-host testbed (network namespaces, veth + bridge), "
+        f"RTT/2 in ns  (mode {upong[0]['mode']}, {upong[0]['count']} round trips per size)")
+  print(f"{'size':>7} {'min':>8} {'avg':>8} {'median':>8} {'p99':>8} {'p99.9':>8} "
+        f"{'max':>10} {'stddev':>9}  {'NAKs':>5} {'retx':>5}")
+  for r in upong:
+    print(f"{str(r['size']) + ' B':>7} {r['min_ns']:8.1f} {r['avg_ns']:8.1f} {r['p50_ns']:8.1f} "
+          f"{r['p99_ns']:8.1f} {r['p999_ns']:8.1f} {r['max_ns']:10.1f} {r['stddev_ns']:9.1f}  "
+          f"{r.get('naks_sent', 0):5} {r.get('retransmissions', 0):5}")
+  print()
+  print("udp throughput across the testbed, 32-byte messages, 1 publisher : 1 receiver "
+        "(messages received; the publisher keeps a window)")
+  for r in uthru:
+    if r.get("side") == "receiver":
+      batched = "batched" if ",batched," in r["mode"] else "unbatched"
+      checks = "ok" if r["gaps"] == r["dupes"] == r["missing"] == r["lost"] == 0 else "LOSS OR SEQUENCE ERRORS"
+      print(f"  {batched:>9}: received {r['msgs_per_sec'] / 1e6:7.2f} M msgs/s "
+            f"({r['mb_per_sec']:7.1f} MB/s), {r['count']} msgs in {r['secs']:.3f} s, "
+            f"sequence {checks}, NAKs {r['naks_sent']}, lost {r['msgs_lost']}")
+    elif r.get("side") == "sender":
+      print(f"  {'':>9}  sender   {r['msgs_per_sec'] / 1e6:7.2f} M msgs/s, "
+            f"retransmitted {r['retransmissions']}, window waits {r['window_waits']}")
+  print("  (tools/bench-udp.sh: the same against sockperf, more sizes)")
 EOF

@@ -31,14 +31,23 @@ static const char usage[] =
 "Ping-pong latency between two processes through flit; reports RTT/2 in ns.\n"
 "The pong side is forked unless --role is given.\n"
 "\n"
-"  -t, --transport T      shm (default), udp, xdp, rdma\n"
+"  -t, --transport T      shm (default), udp, xdp, rdma; every context gets\n"
+"                         context.transports = T (shm opens no socket)\n"
 "  -s, --size BYTES       message size, 8 .. 16M (default 16; suffixes K M)\n"
 "  -n, --count N          measured round trips (default 100000; suffixes k M)\n"
 "  -w, --warmup N         unmeasured round trips first (default 10000)\n"
 "  -c, --cpus A,B         pin ping to CPU A, pong to CPU B (default 0,1)\n"
 "  -m, --mode M           shm ring mode: paced (default) or overwrite\n"
 "  -T, --timeout S        give up when start-up or one round trip takes longer\n"
-"                         than S seconds (default 10)\n"
+"                         than S seconds (default 10; udp start-up: at least 2)\n"
+"  -C, --config LINE      a config line for every context, e.g.\n"
+"                         'context.udp.backend = io_uring' (repeatable; after\n"
+"                         the tool's own lines, see docs/CONFIG.md)\n"
+"      --netns NAME       run in network namespace NAME (/run/netns/NAME; the\n"
+"                         forked pong too, unless --peer-netns); needs root\n"
+"      --peer-netns NAME  the forked pong runs in network namespace NAME\n"
+"                         (e.g. tools/testbed hosts: --netns tb-h1\n"
+"                         --peer-netns tb-h2); not with --role\n"
 "  -r, --role R           run only one side: ping or pong (two commands)\n"
 "  -p, --peer-topic-prefix P\n"
 "                         topics are P.ping and P.pong (default with --role:\n"
@@ -47,6 +56,10 @@ static const char usage[] =
 "  -H, --hist             print a log2 histogram of RTT/2\n"
 "  -v, --verbose          library messages to stderr (-vv: debug)\n"
 "  -h, --help             this text\n"
+"\n"
+"With -t udp and neither --role nor --peer-netns, both sides share one\n"
+"namespace (this host's, or --netns) over multicast loopback: a multicast\n"
+"route must exist there.\n"
 "\n"
 "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
 
@@ -69,7 +82,14 @@ struct options {
 	enum role role;
 	char prefix[FLIT_TOPIC_MAX - 8];
 	int verbose;
+	struct tool_config config;      /* every context's inline config */
+	const char *netns, *peer_netns;
+	bool net;                       /* a network transport (not shm) */
 };
+
+/* Start-up of a network transport waits at least this long: topic
+ * resolution takes 10-100 ms, more on a loaded host. */
+#define NET_STARTUP_MIN_S 2.0
 
 /* The ping's view of the replies (callback argument). */
 struct ping_state {
@@ -153,24 +173,25 @@ static noreturn TOOL_FMT(2, 3) void side_fail(struct side *p, const char *fmt, .
 
 static void open_ctx(struct side *p)
 {
-	FLIT_OPTS(flit_ctx_opts, copts);
+	char err[768];
 
-	p->ctx = flit_ctx_new(&copts);
+	p->ctx = tool_ctx_new(&p->o->config, err, sizeof(err));
 	if (!p->ctx)
-		side_fail(p, "creating the context: %s", flit_errmsg());
+		side_fail(p, "creating the context: %s", err);
 }
 
 static void open_pub(struct side *p, const char *topic)
 {
 	const struct options *o = p->o;
-	char config[64] = "";
-	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport);
+	char config[64];
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
 
-	if (!strcmp(o->transport, "shm")) {
-		snprintf(config, sizeof(config), "shm.mode = %s\n",
+	/* Both sides publish unbatched, whatever a config file or -C says. */
+	if (!strcmp(o->transport, "shm"))
+		snprintf(config, sizeof(config), "batch = false\nshm.mode = %s\n",
 			 o->overwrite ? "overwrite" : "paced");
-		popts.config = config;
-	}
+	else
+		snprintf(config, sizeof(config), "batch = false\n");
 	p->pub = flit_pub_new(p->ctx, topic, &popts);
 	if (!p->pub)
 		side_fail(p, "publishing '%s' on %s: %s", topic, o->transport,
@@ -335,8 +356,10 @@ static void ping_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	}
 }
 
-/* Called when a wait has spun for a while: fail on timeout or a dead peer. */
-static void ping_check(struct side *p, uint64_t t0, const char *what)
+/* Called when a wait has spun for a while: fail after `limit` ticks (secs
+ * seconds) or on a dead peer. */
+static void ping_check_limit(struct side *p, uint64_t t0, uint64_t limit,
+			     double secs, const char *what)
 {
 	int status;
 	char why[96];
@@ -349,8 +372,13 @@ static void ping_check(struct side *p, uint64_t t0, const char *what)
 	if (p->st.peer_gone)
 		side_fail(p, "%s: the pong side's source ended%s", what,
 			  p->st.peer_died ? " (its process died)" : "");
-	if (tool_now(p->clk) - t0 > p->timeout_ticks)
-		side_fail(p, "%s: no answer within %g s", what, p->o->timeout_s);
+	if (tool_now(p->clk) - t0 > limit)
+		side_fail(p, "%s: no answer within %g s", what, secs);
+}
+
+static void ping_check(struct side *p, uint64_t t0, const char *what)
+{
+	ping_check_limit(p, t0, p->timeout_ticks, p->o->timeout_s, what);
 }
 
 /* Send buf, spinning while back-pressured (bounded). */
@@ -373,7 +401,13 @@ static void ping_hello(struct side *p)
 {
 	const struct tool_clock *clk = p->clk;
 	uint64_t ms = tool_ticks(clk, 1e6), t0 = tool_now(clk), next = t0;
-	uint64_t k = 0;
+	uint64_t k = 0, limit = p->timeout_ticks;
+	double secs = p->o->timeout_s;
+
+	if (p->o->net && secs < NET_STARTUP_MIN_S) {
+		secs = NET_STARTUP_MIN_S;
+		limit = tool_ticks(clk, secs * 1e9);
+	}
 
 	p->st.expect = SEQ_HELLO - 1;   /* matches nothing: hellos are stale */
 	while (!p->st.hello_seen) {
@@ -387,11 +421,11 @@ static void ping_hello(struct side *p)
 			if (rc < 0)
 				side_fail(p, "start-up: send: %s", flit_errmsg());
 			next = now + ms;
-			if (p->st.peer_gone || now - t0 > p->timeout_ticks ||
+			if (p->st.peer_gone || now - t0 > limit ||
 			    (p->child > 0 && k % 16 == 0))
-				ping_check(p, t0, p->child ? "start-up" :
-					   "start-up (is 'flit-pong --role pong' "
-					   "running with the same prefix?)");
+				ping_check_limit(p, t0, limit, secs, p->child ?
+					   "start-up" : "start-up (is 'flit-pong "
+					   "--role pong' running with the same prefix?)");
 		}
 		if (flit_ctx_poll(p->ctx, 0) < 0)
 			side_fail(p, "polling: %s", flit_errmsg());
@@ -467,7 +501,9 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
 		.st = { .clk = clk, .size = o->size },
 	};
-	char cpustr[32], mode[128], clkdesc[128], extra[128];
+	char cpustr[32], mode[160], clkdesc[128], extra[1024], cfgs[512];
+	struct flit_counters ctr = { .sz = sizeof(ctr) };
+	bool have_ctr;
 	struct tool_stats stats;
 	struct tool_result res;
 	uint64_t *samples;
@@ -492,6 +528,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		samples[i] = ping_round(&p, o->warmup + i);
 	ping_bye(&p);
 
+	have_ctr = flit_ctx_counters(p.ctx, &ctr) == 0;
 	flit_sub_close(p.sub);
 	flit_pub_close(p.pub);
 	flit_ctx_close(p.ctx);
@@ -509,9 +546,18 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	}
 
 	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	snprintf(mode, sizeof(mode), "%s,unbatched,spin,pinned=%s",
-		 strcmp(o->transport, "shm") ? "default" :
-		 o->overwrite ? "overwrite" : "paced", cpustr);
+	if (!strcmp(o->transport, "udp")) {
+		char m[32], b[32];
+		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
+		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
+
+		snprintf(mode, sizeof(mode), "udp,%s,%s,unbatched,spin,pinned=%s",
+			 um && *um ? um : "multicast", ub && *ub ? ub : "sockets", cpustr);
+	} else {
+		snprintf(mode, sizeof(mode), "%s,unbatched,spin,pinned=%s",
+			 strcmp(o->transport, "shm") ? "default" :
+			 o->overwrite ? "overwrite" : "paced", cpustr);
+	}
 	tool_header(hdr, "%s ping-pong, %zu-byte messages, %s; ping '%s' on CPU %d; "
 		    "RTT/2 in ns; clock %s", o->transport, o->size, mode, ping_topic,
 		    o->cpus[0], tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
@@ -528,8 +574,29 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	res.lat = &stats;
 	res.clock = clk->name;
 	res.mode = mode;
-	snprintf(extra, sizeof(extra), "\"warmup\":%llu,\"lost\":%llu",
-		 (unsigned long long)o->warmup, (unsigned long long)p.st.lost);
+	{
+		size_t off = (size_t)snprintf(extra, sizeof(extra),
+					      "\"warmup\":%llu,\"lost\":%llu",
+					      (unsigned long long)o->warmup,
+					      (unsigned long long)p.st.lost);
+		/* the ping's own context: NAKs its receiver sent, frames its
+		 * source retransmitted, messages reported lost to it */
+		if (o->net && have_ctr)
+			off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+				",\"naks_sent\":%llu,\"retransmissions\":%llu,"
+				"\"msgs_lost\":%llu",
+				(unsigned long long)ctr.naks_sent,
+				(unsigned long long)ctr.retransmissions,
+				(unsigned long long)ctr.msgs_lost);
+		if (o->netns)
+			off += tool_json_member(extra + off, sizeof(extra) - off,
+						"netns", o->netns);
+		if (o->peer_netns)
+			off += tool_json_member(extra + off, sizeof(extra) - off,
+						"peer_netns", o->peer_netns);
+		if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
+			tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
+	}
 	res.extra = extra;
 	if (o->json) {
 		tool_json_print(stdout, &res);
@@ -547,6 +614,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
+	enum { OPT_NETNS = 256, OPT_PEER_NETNS };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "size",      required_argument, NULL, 's' },
@@ -557,6 +625,9 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "timeout",   required_argument, NULL, 'T' },
 		{ "role",      required_argument, NULL, 'r' },
 		{ "peer-topic-prefix", required_argument, NULL, 'p' },
+		{ "config",    required_argument, NULL, 'C' },
+		{ "netns",     required_argument, NULL, OPT_NETNS },
+		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
 		{ "json",      no_argument,       NULL, 'j' },
 		{ "hist",      no_argument,       NULL, 'H' },
 		{ "verbose",   no_argument,       NULL, 'v' },
@@ -564,13 +635,14 @@ static void parse(int argc, char **argv, struct options *o)
 		{ 0 }
 	};
 	bool prefix_set = false, cpus_set = false;
-	int opt;
+	const char *cfg[TOOL_CONFIG_LINES];
+	int opt, ncfg = 0;
 
 	*o = (struct options){
 		.transport = "shm", .size = 16, .count = 100000, .warmup = 10000,
 		.cpus = { 0, 1 }, .ncpus = 2, .timeout_s = 10, .role = ROLE_BOTH,
 	};
-	while ((opt = getopt_long(argc, argv, ":t:s:n:w:c:m:T:r:p:jHvh", longopts,
+	while ((opt = getopt_long(argc, argv, ":t:s:n:w:c:m:T:r:p:C:jHvh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
@@ -607,6 +679,16 @@ static void parse(int argc, char **argv, struct options *o)
 			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
 			prefix_set = true;
 			break;
+		case 'C':
+			if (ncfg == TOOL_CONFIG_LINES - 1)
+				tool_usage_exit("--config: at most %d lines",
+						TOOL_CONFIG_LINES - 1);
+			cfg[ncfg++] = optarg;
+			break;
+		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
+		case OPT_PEER_NETNS:
+			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
+			break;
 		case 'j': o->json = true; break;
 		case 'H': o->hist = true; break;
 		case 'v': o->verbose++; break;
@@ -616,6 +698,16 @@ static void parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (o->peer_netns && o->role != ROLE_BOTH)
+		tool_usage_exit("--peer-netns is for the forked pong: not with --role "
+				"(use --netns on each side)");
+	/* Every context: only the transport measured (an shm run opens no
+	 * socket, a udp run does not see shm), then the user's lines. */
+	o->net = strcmp(o->transport, "shm") != 0;
+	tool_config_init(&o->config);
+	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	for (int i = 0; i < ncfg; i++)
+		tool_config_add_user(&o->config, cfg[i], NULL);
 	if (!cpus_set) {
 		/* The first two CPUs we may use (0,1 on most machines). */
 		o->ncpus = tool_default_cpus(o->cpus, 2);
@@ -635,18 +727,38 @@ static void parse(int argc, char **argv, struct options *o)
 			 "flit-pong.%d" : "flit-pong", (int)getpid());
 }
 
+/* In the namespace a side runs in, before its context: udp needs a route
+ * for multicast (unless an interface is named). */
+static void net_check(const struct options *o, const char *netns)
+{
+	char err[512];
+
+	if (!strcmp(o->transport, "udp") &&
+	    tool_udp_route_check(&o->config, netns, err, sizeof(err)))
+		tool_fail("%s", err);
+}
+
 int main(int argc, char **argv)
 {
 	char ping_topic[FLIT_TOPIC_MAX + 1], pong_topic[FLIT_TOPIC_MAX + 1];
+	char err[512];
 	struct options o;
 	struct tool_clock clk;
 	pid_t parent, child;
+	int peer_fd = -1;
 
 	tool_init("flit-pong", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
 	snprintf(ping_topic, sizeof(ping_topic), "%s.ping", o.prefix);
 	snprintf(pong_topic, sizeof(pong_topic), "%s.pong", o.prefix);
+	/* This side's namespace first: no context or socket exists yet. */
+	if (o.netns)
+		tool_netns_enter_name(o.netns);
+	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
+		tool_fail("%s", err);
+	net_check(&o, o.netns);
+	tool_config_check(&o.config);      /* a bad -C line fails here, once */
 	tool_clock_init(&clk);
 
 	switch (o.role) {
@@ -672,9 +784,17 @@ int main(int argc, char **argv)
 	if (child == 0) {
 		tool_child_init(parent);
 		tool_init("flit-pong (pong)", usage);
+		if (peer_fd >= 0) {
+			if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
+				tool_fail("%s", err);
+			close(peer_fd);
+			net_check(&o, o.peer_netns);
+		}
 		pin(o.cpus[1]);
 		exit(run_pong(&o, &clk, ping_topic, pong_topic));
 	}
+	if (peer_fd >= 0)
+		close(peer_fd);
 	run_ping(&o, &clk, ping_topic, pong_topic, child);
 	return 0;
 }

@@ -17,7 +17,8 @@ static const char usage[] =
 "       flit-pub [-t TRANSPORT] [options] --file F TOPIC\n"
 "Publish each MESSAGE (or each line of F; '-' reads stdin) as one message.\n"
 "\n"
-"  -t, --transport T        shm (default), udp, xdp, rdma\n"
+"  -t, --transport T        shm (default), udp, xdp, rdma; the context gets\n"
+"                           context.transports = T\n"
 "  -f, --file F             read messages from F, one per line ('-': stdin)\n"
 "  -w, --wait-receivers N   first wait until the source has N receivers\n"
 "  -l, --linger MS          keep the source open MS ms after the last message\n"
@@ -25,7 +26,9 @@ static const char usage[] =
 "  -T, --timeout S          bound on --wait-receivers and on back-pressure\n"
 "                           (default 5)\n"
 "  -S, --timestamps         stamp messages with their send time\n"
-"  -C, --config TEXT        extra source config, \"key = value\" (repeatable)\n"
+"  -C, --config LINE        a config line for the context, e.g.\n"
+"                           'source.udp.mode = unicast' (repeatable); a key\n"
+"                           without a scope is a source key ('batch = true')\n"
 "  -v, --verbose            say what was sent; library messages (-vv: debug)\n"
 "  -h, --help               this text\n"
 "\n"
@@ -41,7 +44,7 @@ struct options {
 	unsigned linger_ms;
 	double timeout_s;
 	bool timestamps;
-	char config[1024];
+	struct tool_config config;      /* the context's inline config */
 	int verbose;
 };
 
@@ -121,8 +124,8 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "help",           no_argument,       NULL, 'h' },
 		{ 0 }
 	};
-	size_t off = 0;
-	int opt;
+	const char *cfg[TOOL_CONFIG_LINES];
+	int opt, ncfg = 0;
 
 	*o = (struct options){ .transport = "shm", .linger_ms = 100, .timeout_s = 5 };
 	/* '+' would stop at the first non-option; we allow options anywhere. */
@@ -134,13 +137,12 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'l': o->linger_ms = (unsigned)tool_parse_count("linger", optarg, 0, 3600000); break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400); break;
 		case 'S': o->timestamps = true; break;
-		case 'C': {
-			int w = snprintf(o->config + off, sizeof(o->config) - off, "%s\n", optarg);
-			if (w < 0 || (size_t)w >= sizeof(o->config) - off)
-				tool_usage_exit("--config: too much text");
-			off += (size_t)w;
+		case 'C':
+			if (ncfg == TOOL_CONFIG_LINES - 1)
+				tool_usage_exit("--config: at most %d lines",
+						TOOL_CONFIG_LINES - 1);
+			cfg[ncfg++] = optarg;
 			break;
-		}
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
 		default: tool_getopt_error(opt, argv);
@@ -159,11 +161,10 @@ static void parse(int argc, char **argv, struct options *o)
 		tool_usage_exit("give MESSAGE arguments or --file, not both");
 	if (!o->file && !o->nmsgs)
 		tool_usage_exit("nothing to send: give MESSAGE arguments or --file");
-	if (o->timestamps) {
-		int w = snprintf(o->config + off, sizeof(o->config) - off, "timestamps = true\n");
-		if (w < 0 || (size_t)w >= sizeof(o->config) - off)
-			tool_usage_exit("--config: too much text");
-	}
+	tool_config_init(&o->config);
+	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	for (int i = 0; i < ncfg; i++)
+		tool_config_add_user(&o->config, cfg[i], "source");
 }
 
 int main(int argc, char **argv)
@@ -171,18 +172,18 @@ int main(int argc, char **argv)
 	struct options o;
 	struct run r = { .o = &o };
 	uint64_t sent = 0, deadline;
+	char err[768];
 	int rc;
 
 	tool_init("flit-pub", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
 
-	FLIT_OPTS(flit_ctx_opts, copts);
 	FLIT_OPTS(flit_pub_opts, popts, .transport = o.transport,
-		  .config = *o.config ? o.config : NULL);
-	r.ctx = flit_ctx_new(&copts);
+		  .config = o.timestamps ? "timestamps = true\n" : NULL);
+	r.ctx = tool_ctx_new(&o.config, err, sizeof(err));
 	if (!r.ctx)
-		run_fail(&r, "creating the context: %s", flit_errmsg());
+		run_fail(&r, "creating the context: %s", err);
 	r.pub = flit_pub_new(r.ctx, o.topic, &popts);
 	if (!r.pub)
 		run_fail(&r, "publishing '%s' on %s: %s", o.topic, o.transport, flit_errmsg());

@@ -16,8 +16,8 @@ static const char usage[] =
 "Subscribe to a topic, or to every topic matching a pattern ('*', '?' and\n"
 "[set] as in fnmatch(3)), and print one line per message and per event.\n"
 "\n"
-"  -t, --transport T   only print what comes from sources of transport T\n"
-"                      (shm, udp, xdp, rdma; default: any)\n"
+"  -t, --transport T   only use transport T (shm, udp, xdp, rdma; the context\n"
+"                      gets context.transports = T); default: any\n"
 "  -n, --count N       exit after N messages\n"
 "  -T, --timeout S     exit after S seconds (status 1 if --count was given\n"
 "                      and not reached)\n"
@@ -25,7 +25,9 @@ static const char usage[] =
 "  -B, --max-bytes N   print at most N payload bytes (default 256)\n"
 "  -s, --spin          busy-poll (default: sleep 100 us when idle)\n"
 "  -S, --timestamps    stamp arrival times (receiver timestamps = true)\n"
-"  -C, --config TEXT   extra receiver config, \"key = value\" (repeatable)\n"
+"  -C, --config LINE   a config line for the context, e.g.\n"
+"                      'context.udp.backend = io_uring' (repeatable); a key\n"
+"                      without a scope is a receiver key ('timestamps = on')\n"
 "  -v, --verbose       library messages to stderr (-vv: debug)\n"
 "  -h, --help          this text\n"
 "\n"
@@ -52,7 +54,7 @@ struct options {
 	double timeout_s;       /* 0: none */
 	size_t max_bytes;
 	bool json, spin, timestamps;
-	char config[1024];
+	struct tool_config config;      /* the context's inline config */
 	int verbose;
 };
 
@@ -172,8 +174,8 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "help",       no_argument,       NULL, 'h' },
 		{ 0 }
 	};
-	size_t off = 0;
-	int opt;
+	const char *cfg[TOOL_CONFIG_LINES];
+	int opt, ncfg = 0;
 
 	*o = (struct options){ .max_bytes = 256 };
 	while ((opt = getopt_long(argc, argv, ":t:n:T:jB:sSC:vh", longopts, NULL)) != -1) {
@@ -185,13 +187,12 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'B': o->max_bytes = tool_parse_size("max-bytes", optarg, 0, 1 << 30); break;
 		case 's': o->spin = true; break;
 		case 'S': o->timestamps = true; break;
-		case 'C': {
-			int w = snprintf(o->config + off, sizeof(o->config) - off, "%s\n", optarg);
-			if (w < 0 || (size_t)w >= sizeof(o->config) - off)
-				tool_usage_exit("--config: too much text");
-			off += (size_t)w;
+		case 'C':
+			if (ncfg == TOOL_CONFIG_LINES - 1)
+				tool_usage_exit("--config: at most %d lines",
+						TOOL_CONFIG_LINES - 1);
+			cfg[ncfg++] = optarg;
 			break;
-		}
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
 		default: tool_getopt_error(opt, argv);
@@ -204,11 +205,11 @@ static void parse(int argc, char **argv, struct options *o)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
 	if (!*o->pattern || strlen(o->pattern) > FLIT_TOPIC_MAX)
 		tool_usage_exit("bad pattern: 1..%d bytes", FLIT_TOPIC_MAX);
-	if (o->timestamps) {
-		int w = snprintf(o->config + off, sizeof(o->config) - off, "timestamps = true\n");
-		if (w < 0 || (size_t)w >= sizeof(o->config) - off)
-			tool_usage_exit("--config: too much text");
-	}
+	tool_config_init(&o->config);
+	if (o->transport)
+		tool_config_add(&o->config, "context.transports = %s", o->transport);
+	for (int i = 0; i < ncfg; i++)
+		tool_config_add_user(&o->config, cfg[i], "receiver");
 }
 
 int main(int argc, char **argv)
@@ -219,6 +220,7 @@ int main(int argc, char **argv)
 	uint64_t deadline = 0;
 	flit_ctx *ctx;
 	flit_sub *sub;
+	char err[768];
 	int rc = 0;
 
 	tool_init("flit-sub", usage);
@@ -230,13 +232,12 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	FLIT_OPTS(flit_ctx_opts, copts);
 	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = on_msg, .arg = &s,
 		  .pattern = strpbrk(o.pattern, "*?[") != NULL,
-		  .config = *o.config ? o.config : NULL);
-	ctx = flit_ctx_new(&copts);
+		  .config = o.timestamps ? "timestamps = true\n" : NULL);
+	ctx = tool_ctx_new(&o.config, err, sizeof(err));
 	if (!ctx)
-		tool_fail("creating the context: %s", flit_errmsg());
+		tool_fail("creating the context: %s", err);
 	sub = flit_sub_new(ctx, o.pattern, &sopts);
 	if (!sub)
 		tool_fail("subscribing to '%s': %s", o.pattern, flit_errmsg());

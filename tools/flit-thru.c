@@ -9,16 +9,28 @@
  * sequence (gaps and duplicates must be zero in paced mode), times its first
  * to its last message, and reports through a pipe.  The end of the stream is
  * COUNT messages or the publisher's close (FLIT_MSG_EOS).
+ *
+ * Network transports (udp): the kernel takes datagrams as fast as they come
+ * and drops what a receiver's socket cannot hold, so the publisher is not
+ * run open-loop: every receiver publishes how far it has got in a shared
+ * page (mapped before the fork: it works across network namespaces), and the
+ * publisher keeps at most --window messages beyond the slowest one.  What
+ * counts is the rate each receiver *received*, with the library's NAK,
+ * retransmission and loss counters next to it.  A receiver stops at the last
+ * message (COUNT, or the total the publisher posts in the page when it
+ * stops), at EOS, or after a quiet period of 2 s.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,29 +40,54 @@ static const char usage[] =
 "Usage: flit-thru [-t TRANSPORT] [-s SIZE] [-n COUNT | -d SECONDS] [options]\n"
 "Maximum message rate from one publisher to N forked receivers.\n"
 "\n"
-"  -t, --transport T    shm (default), udp, xdp, rdma\n"
+"  -t, --transport T    shm (default), udp, xdp, rdma; every context gets\n"
+"                       context.transports = T (shm opens no socket)\n"
 "  -s, --size BYTES     message size, 8 .. 16M (default 16; suffixes K M)\n"
 "  -n, --count N        messages to send (default 10000000; suffixes k M G)\n"
 "  -d, --duration S     send for S seconds instead of a count\n"
 "  -R, --receivers N    receiver processes, 1 .. 64 (default 1)\n"
-"  -b, --batch          pack messages into frames (source batch = true) up to\n"
-"                       --batch-max bytes; default: one frame per message\n"
+"  -b, --batch          pack messages into frames (source.batch = true) up to\n"
+"                       --batch-max bytes (udp: a datagram); default: one\n"
+"                       frame per message\n"
 "      --batch-max B    largest batched frame (source batch_max), 256 .. 1M\n"
 "  -z, --zero-copy      send with claim/commit instead of a copying send\n"
 "  -m, --mode M         shm ring mode: paced (default, lossless) or overwrite\n"
 "  -c, --cpus LIST      publisher on the first CPU, receivers round-robin on\n"
 "                       the rest (default: every CPU this process may use)\n"
 "  -T, --timeout S      give up when start-up or the stream stalls longer than\n"
-"                       S seconds (default 10)\n"
+"                       S seconds (default 10; udp start-up: at least 2)\n"
+"  -W, --window N       udp: at most N messages in flight beyond the slowest\n"
+"                       receiver (default: 4096 datagrams' worth; 0: none,\n"
+"                       open loop, the kernel drops what receivers miss)\n"
+"  -C, --config LINE    a config line for every context, e.g.\n"
+"                       'context.udp.backend = io_uring' (repeatable; after\n"
+"                       the tool's own lines, see docs/CONFIG.md)\n"
+"      --netns NAME     run in network namespace NAME (/run/netns/NAME; the\n"
+"                       receivers too, unless --peer-netns); needs root\n"
+"      --peer-netns NAME\n"
+"                       the receivers run in network namespace NAME (e.g.\n"
+"                       --netns tb-h1 --peer-netns tb-h2)\n"
 "  -j, --json           JSON objects on stdout, one per line (header to stderr)\n"
 "  -v, --verbose        library messages to stderr (-vv: debug)\n"
 "  -h, --help           this text\n"
+"\n"
+"udp: msgs/s is what each receiver received (first to last message); the\n"
+"JSON has naks_sent, retransmissions and msgs_lost.  Without --peer-netns the\n"
+"receivers share the publisher's namespace (multicast loopback: a multicast\n"
+"route must exist there).\n"
 "\n"
 "Exit status: 0 ok, 1 runtime failure (including gaps or duplicates in paced\n"
 "mode), 2 usage error.\n";
 
 #define MAX_RECEIVERS 64
 #define CHECK_EVERY 0xffffu
+/* udp: start-up waits at least this long (topic resolution takes 10-100
+ * ms), and a receiver that has heard nothing for QUIET_S reports. */
+#define NET_STARTUP_MIN_S 2.0
+#define NET_QUIET_S 2.0
+/* udp: the default window, in datagrams (x messages per datagram when
+ * batching): well inside the receive buffer (context.udp.rcvbuf, 4M). */
+#define NET_WINDOW_DGRAMS 4096
 
 struct options {
 	const char *transport;
@@ -63,6 +100,19 @@ struct options {
 	int cpus[TOOL_MAX_CPUS], ncpus;
 	double timeout_s;
 	int verbose;
+	struct tool_config config;      /* every context's inline config */
+	const char *netns, *peer_netns;
+	bool net;                       /* a network transport (not shm) */
+	int64_t window;                 /* < 0: the default */
+};
+
+/* Shared by the publisher and its receivers (MAP_SHARED, mapped before the
+ * fork), one cache line per writer. */
+struct progress {
+	_Alignas(64) uint64_t total;    /* messages sent in all; UINT64_MAX: sending */
+	struct {
+		_Alignas(64) uint64_t next; /* below it: delivered or reported lost */
+	} rx[MAX_RECEIVERS];
 };
 
 /* What a receiver sends back through its pipe (well under PIPE_BUF). */
@@ -76,8 +126,13 @@ struct rx_report {
 	uint64_t lost;          /* reported by LOSS events */
 	uint64_t bad_len;
 	double secs;            /* first to last message */
-	char errmsg[200];
+	bool quiet;             /* stopped after the quiet period */
+	/* the receiver's context (network transports) */
+	uint64_t naks_sent, retx_received, msgs_lost;
+	char errmsg[1024];     /* the report stays under PIPE_BUF */
 };
+
+_Static_assert(sizeof(struct rx_report) <= PIPE_BUF, "one atomic pipe write");
 
 struct rx_state {
 	const struct tool_clock *clk;
@@ -85,6 +140,7 @@ struct rx_state {
 	uint64_t next;          /* expected sequence number */
 	uint64_t t_first;
 	bool started, eos, died;
+	bool net;               /* udp: a LOSS range is not a gap */
 	struct rx_report *rep;
 };
 
@@ -104,6 +160,10 @@ static void rx_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		return;
 	case FLIT_MSG_LOSS:
 		r->lost += m->lost;
+		/* library sequence numbers are the payload's (one source, from
+		 * 0): a reported range is not a gap */
+		if (s->net && m->seq == s->next)
+			s->next += m->lost;
 		return;
 	default:
 		return;
@@ -148,47 +208,61 @@ static noreturn void rx_exit(int fd, struct rx_report *r, const char *what,
 /* A receiver process: runs until COUNT messages, EOS, or a stall. */
 static noreturn void run_receiver(const struct options *o,
 				  const struct tool_clock *clk, const char *topic,
-				  int id, int cpu, int fd)
+				  int id, int cpu, int fd, struct progress *pg)
 {
 	struct rx_report rep = { .id = id, .cpu = cpu };
-	struct rx_state s = { .clk = clk, .size = o->size, .rep = &rep };
+	struct rx_state s = { .clk = clk, .size = o->size, .rep = &rep, .net = o->net };
 	uint64_t stop_at = o->count ? o->count : UINT64_MAX;
 	uint64_t timeout = tool_ticks(clk, o->timeout_s * 1e9);
+	uint64_t quiet = tool_ticks(clk, NET_QUIET_S * 1e9);
 	uint64_t t_last = 0, idle_since = 0, spins = 0;
+	uint64_t *mine = &pg->rx[id - 1].next;
+	struct flit_counters ctr = { .sz = sizeof(ctr) };
 	bool idle = false;
 	flit_ctx *ctx = NULL;
 	flit_sub *sub = NULL;
+	char err[768];
 	int rc = tool_pin_cpu(cpu);
 
 	if (rc) {
 		errno = -rc;
 		rx_exit(fd, &rep, "pinning", ctx, sub);
 	}
-	FLIT_OPTS(flit_ctx_opts, copts);
 	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s);
-	ctx = flit_ctx_new(&copts);
-	if (!ctx)
-		rx_exit(fd, &rep, "creating the context", ctx, sub);
+	ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	if (!ctx) {
+		rep.failed = 1;
+		snprintf(rep.errmsg, sizeof(rep.errmsg), "creating the context: %s", err);
+		rx_exit(fd, &rep, NULL, ctx, sub);
+	}
 	sub = flit_sub_new(ctx, topic, &sopts);
 	if (!sub)
 		rx_exit(fd, &rep, "subscribing", ctx, sub);
 
-	while (!s.eos && rep.msgs < stop_at) {
+	/* shm: until COUNT messages or EOS.  udp: until the last message
+	 * (delivered or reported lost), EOS, or a quiet period. */
+	while (!s.eos && (o->net ? s.next < stop_at : rep.msgs < stop_at)) {
 		int n = flit_ctx_poll(ctx, 0);
 
 		if (n > 0) {
 			t_last = tool_now(clk);
 			idle = false;
+			__atomic_store_n(mine, s.next, __ATOMIC_RELEASE);
 			continue;
 		}
 		if (n < 0)
 			rx_exit(fd, &rep, "polling", ctx, sub);
+		if (o->net && s.next >= __atomic_load_n(&pg->total, __ATOMIC_ACQUIRE))
+			break;          /* the publisher stopped and we have it all */
 		if ((++spins & CHECK_EVERY) == 0) {
 			uint64_t now = tool_now(clk);
 
 			if (!idle) {
 				idle = true;
 				idle_since = now;
+			} else if (o->net && s.started && now - idle_since > quiet) {
+				rep.quiet = true;
+				break;
 			} else if (now - idle_since > timeout) {
 				rep.failed = 1;
 				snprintf(rep.errmsg, sizeof(rep.errmsg),
@@ -197,6 +271,12 @@ static noreturn void run_receiver(const struct options *o,
 				break;
 			}
 		}
+	}
+	__atomic_store_n(mine, s.next, __ATOMIC_RELEASE);
+	if (flit_ctx_counters(ctx, &ctr) == 0) {
+		rep.naks_sent = ctr.naks_sent;
+		rep.retx_received = ctr.retx_received;
+		rep.msgs_lost = ctr.msgs_lost;
 	}
 	rep.eos = s.eos;
 	rep.source_died = s.died;
@@ -215,6 +295,8 @@ struct thru {
 	int n;
 	flit_ctx *ctx;
 	flit_pub *pub;
+	struct progress *pg;
+	uint64_t acked;                 /* the slowest receiver's progress, last seen */
 };
 
 static void kill_children(struct thru *c)
@@ -266,8 +348,84 @@ static int rx_cpu(const struct options *o, int i)
 
 struct tx_result {
 	uint64_t sent, back_pressured;
+	uint64_t window_waits;          /* udp: sends held back by the window */
+	uint64_t window;                /* udp: the window (0: none) */
 	double secs;
+	/* the publisher's context (network transports) */
+	uint64_t retransmissions, naks_received, rate_limited;
 };
+
+/* Has receiver i exited?  (Not reaped: collect() does that.) */
+static bool rx_gone(const struct thru *c, int i)
+{
+	siginfo_t si = { 0 };
+
+	return c->pid[i] <= 0 ||
+	       (waitid(P_PID, (id_t)c->pid[i], &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		si.si_pid == c->pid[i]);
+}
+
+/* The slowest live receiver's progress (UINT64_MAX if none is left). */
+static uint64_t rx_min(struct thru *c, bool skip_gone)
+{
+	uint64_t m = UINT64_MAX;
+
+	for (int i = 0; i < c->n; i++) {
+		uint64_t v = __atomic_load_n(&c->pg->rx[i].next, __ATOMIC_ACQUIRE);
+
+		if (v < m && !(skip_gone && rx_gone(c, i)))
+			m = v;
+	}
+	return m;
+}
+
+/* udp: before sending `seq`, wait until it is less than a window beyond the
+ * slowest receiver.  Flushes an open batch first (it may hold what the
+ * receivers wait for).  Fails when no receiver moves for the timeout. */
+static void tx_window(flit_pub *pub, const struct options *o, uint64_t seq,
+		      struct tx_result *tx, const struct tool_clock *clk,
+		      struct thru *c)
+{
+	uint64_t spins = 0, t0 = 0, last;
+	bool flushed = false;
+
+	if (seq - c->acked < tx->window)
+		return;
+	c->acked = rx_min(c, false);
+	if (seq - c->acked < tx->window)
+		return;
+	tx->window_waits++;
+	last = c->acked;
+	for (;;) {
+		if (!flushed) {
+			int rc = flit_pub_flush(pub);
+
+			if (rc < 0)
+				thru_fail(c, "flushing: %s", flit_errmsg());
+			flushed = rc == FLIT_OK;
+		}
+		c->acked = rx_min(c, false);
+		if (seq - c->acked < tx->window)
+			return;
+		/* NAKs and retransmissions, with context.udp.service = poll */
+		if (flit_ctx_poll(c->ctx, 0) < 0)
+			thru_fail(c, "polling: %s", flit_errmsg());
+		if ((++spins & 0xfffu) == 0) {
+			uint64_t now = tool_now(clk);
+
+			if (c->acked != last || !t0) {
+				last = c->acked;
+				t0 = now;
+			} else if (tool_ns(clk, now - t0) > o->timeout_s * 1e9) {
+				thru_fail(c, "sending message %llu: the slowest receiver "
+					  "is at %llu and has not moved for %g s",
+					  (unsigned long long)seq,
+					  (unsigned long long)c->acked, o->timeout_s);
+			}
+			check_children(c, "sending");
+		}
+	}
+}
 
 /* Send one message; spins while refused.  The hot path. */
 static inline void tx_one(flit_pub *pub, const struct options *o, void *buf,
@@ -277,6 +435,8 @@ static inline void tx_one(flit_pub *pub, const struct options *o, void *buf,
 	uint64_t spins = 0, t0 = 0;
 	int rc;
 
+	if (tx->window)
+		tx_window(pub, o, seq, tx, clk, c);
 	for (;;) {
 		if (o->zero_copy) {
 			void *p;
@@ -315,9 +475,11 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 			  const char *topic, struct thru *c,
 			  struct tx_result *tx)
 {
-	char config[128] = "";
+	char config[128] = "", err[768];
 	size_t off = 0;
 	uint64_t t0, t1, deadline = 0, spins = 0;
+	double startup_s = o->net && o->timeout_s < NET_STARTUP_MIN_S ?
+			   NET_STARTUP_MIN_S : o->timeout_s;
 	flit_ctx *ctx;
 	flit_pub *pub;
 	void *buf;
@@ -335,11 +497,10 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	rc = tool_pin_cpu(o->cpus[0]);
 	if (rc)
 		thru_fail(c, "pinning to CPU %d: %s", o->cpus[0], strerror(-rc));
-	FLIT_OPTS(flit_ctx_opts, copts);
 	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
-	ctx = c->ctx = flit_ctx_new(&copts);
+	ctx = c->ctx = tool_ctx_new(&o->config, err, sizeof(err));
 	if (!ctx)
-		thru_fail(c, "creating the context: %s", flit_errmsg());
+		thru_fail(c, "creating the context: %s", err);
 	pub = c->pub = flit_pub_new(ctx, topic, &popts);
 	if (!pub)
 		thru_fail(c, "publishing '%s' on %s: %s", topic, o->transport,
@@ -363,9 +524,9 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 				  flit_errmsg());
 		if (rc >= o->receivers)
 			break;
-		if (tool_ns(clk, tool_now(clk) - t0) > o->timeout_s * 1e9)
+		if (tool_ns(clk, tool_now(clk) - t0) > startup_s * 1e9)
 			thru_fail(c, "start-up: %d of %d receivers attached after %g s",
-				  rc, o->receivers, o->timeout_s);
+				  rc, o->receivers, startup_s);
 		check_children(c, "start-up");
 		flit_ctx_poll(ctx, 0);
 		tool_sleep_us(1000);
@@ -399,6 +560,37 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	}
 	t1 = tool_now(clk);
 	tx->secs = tool_ns(clk, t1 - t0) / 1e9;
+	/* Tell the receivers where the stream ends. */
+	__atomic_store_n(&c->pg->total, tx->sent, __ATOMIC_RELEASE);
+	if (o->net) {
+		/* Keep the source (its retransmissions) until every receiver
+		 * has it all, has gone, or none moves for the quiet period. */
+		uint64_t last = rx_min(c, true), since = tool_now(clk);
+
+		while (last < tx->sent) {
+			uint64_t now, m;
+
+			flit_ctx_poll(ctx, 0);
+			tool_sleep_us(200);
+			now = tool_now(clk);
+			m = rx_min(c, true);
+			if (m != last) {
+				last = m;
+				since = now;
+			} else if (tool_ns(clk, now - since) > (NET_QUIET_S + 1) * 1e9) {
+				break;
+			}
+		}
+	}
+	{
+		struct flit_counters ctr = { .sz = sizeof(ctr) };
+
+		if (flit_ctx_counters(ctx, &ctr) == 0) {
+			tx->retransmissions = ctr.retransmissions;
+			tx->naks_received = ctr.naks_received;
+			tx->rate_limited = ctr.rate_limited;
+		}
+	}
 	flit_pub_close(pub);        /* receivers get EOS */
 	flit_ctx_close(ctx);
 	c->pub = NULL;
@@ -450,7 +642,7 @@ static void print_row(const struct options *o, const char *clk, const char *mode
 		      double mps, const char *extra_json, const char *extra_text)
 {
 	double mbps = mps * (double)o->size / 1e6;
-	char label[32], cpustr[16] = "-", idstr[40] = "", extra[512];
+	char label[32], cpustr[16] = "-", idstr[40] = "", extra[1536];
 	struct tool_result r;
 
 	if (cpu >= 0)
@@ -486,18 +678,35 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		  const char *topic, const struct tx_result *tx,
 		  const struct rx_report *reps)
 {
-	char cpustr[128], mode[192], clkdesc[128], ej[256], et[256];
+	char cpustr[128], mode[256], clkdesc[128], ej[1024], et[256], first[64];
+	char cfgs[512];
 	double agg_mps = 0, agg_secs = 0;
-	uint64_t agg_msgs = 0, bad = 0;
+	uint64_t agg_msgs = 0, bad = 0, agg_naks = 0, agg_lost = 0, shortfall = 0;
 	bool paced = !o->overwrite;
 	FILE *hdr = o->json ? stderr : stdout;
 	int rc = 0;
+	size_t off;
 
 	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	snprintf(mode, sizeof(mode), "%s,%s,%s%s,receivers=%d,pinned=%s",
-		 strcmp(o->transport, "shm") ? "default" : paced ? "paced" : "overwrite",
-		 o->batch ? "batched" : "unbatched", o->zero_copy ? "zero-copy," : "",
-		 "spin", o->receivers, cpustr);
+	if (!strcmp(o->transport, "udp")) {
+		char m[32], b[32];
+		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
+		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
+
+		snprintf(first, sizeof(first), "udp,%s,%s", um && *um ? um : "multicast",
+			 ub && *ub ? ub : "sockets");
+	} else {
+		snprintf(first, sizeof(first), "%s", o->net ? "default" :
+			 paced ? "paced" : "overwrite");
+	}
+	off = (size_t)snprintf(mode, sizeof(mode), "%s,%s,%sspin,", first,
+			       o->batch ? "batched" : "unbatched",
+			       o->zero_copy ? "zero-copy," : "");
+	if (o->net)
+		off += (size_t)snprintf(mode + off, sizeof(mode) - off, "window=%llu,",
+					(unsigned long long)tx->window);
+	snprintf(mode + off, sizeof(mode) - off, "receivers=%d,pinned=%s",
+		 o->receivers, cpustr);
 	tool_header(hdr, "%s throughput, %zu-byte messages, %s; topic '%s'; "
 		    "publisher on CPU %d%s; clock %s", o->transport, o->size, mode,
 		    topic, o->cpus[0], o->receivers > o->ncpus - 1 ?
@@ -510,20 +719,36 @@ static int report(const struct options *o, const struct tool_clock *clk,
 	for (int i = 0; i < o->receivers; i++) {
 		const struct rx_report *r = &reps[i];
 		double mps = r->secs > 0 ? (double)r->msgs / r->secs : 0;
-		uint64_t missing = o->count && r->msgs < o->count ? o->count - r->msgs : 0;
+		uint64_t got = r->msgs + (o->net ? r->lost : 0);
+		uint64_t missing = o->count && got < o->count ? o->count - got : 0;
 
 		agg_mps += mps;
 		agg_msgs += r->msgs;
 		agg_secs = r->secs > agg_secs ? r->secs : agg_secs;
-		snprintf(ej, sizeof(ej), "\"gaps\":%llu,\"dupes\":%llu,\"lost\":%llu,"
-			 "\"missing\":%llu,\"bad_len\":%llu,\"eos\":%s",
+		/* udp in duration mode: the total the publisher sent */
+		if (o->net && !o->count && r->msgs + r->lost < tx->sent)
+			missing = tx->sent - r->msgs - r->lost;
+		off = (size_t)snprintf(ej, sizeof(ej), "\"gaps\":%llu,\"dupes\":%llu,"
+			 "\"lost\":%llu,\"missing\":%llu,\"bad_len\":%llu,\"eos\":%s",
 			 (unsigned long long)r->gaps, (unsigned long long)r->dupes,
 			 (unsigned long long)r->lost, (unsigned long long)missing,
 			 (unsigned long long)r->bad_len, r->eos ? "true" : "false");
-		snprintf(et, sizeof(et), "gaps %llu, dupes %llu, lost %llu%s%s",
+		if (o->net)
+			snprintf(ej + off, sizeof(ej) - off, ",\"naks_sent\":%llu,"
+				 "\"retx_received\":%llu,\"msgs_lost\":%llu,\"quiet\":%s",
+				 (unsigned long long)r->naks_sent,
+				 (unsigned long long)r->retx_received,
+				 (unsigned long long)r->msgs_lost, r->quiet ? "true" : "false");
+		off = (size_t)snprintf(et, sizeof(et), "gaps %llu, dupes %llu, lost %llu%s%s",
 			 (unsigned long long)r->gaps, (unsigned long long)r->dupes,
 			 (unsigned long long)r->lost, missing ? ", MISSING" : "",
 			 r->bad_len ? ", BAD LENGTHS" : "");
+		if (o->net)
+			snprintf(et + off, sizeof(et) - off, ", NAKs %llu, retx %llu",
+				 (unsigned long long)r->naks_sent,
+				 (unsigned long long)r->retx_received);
+		agg_naks += r->naks_sent;
+		agg_lost += r->msgs_lost;
 		print_row(o, clk->name, mode, "receiver", i + 1, r->cpu, r->msgs,
 			  r->secs, mps, ej, et);
 		if (r->failed) {
@@ -534,24 +759,59 @@ static int report(const struct options *o, const struct tool_clock *clk,
 			tool_warn("receiver %d: the source died", i + 1);
 			rc = 1;
 		}
-		bad += r->bad_len + (paced ? r->gaps + r->dupes + r->lost + missing : 0);
+		if (o->net) {
+			/* reliable, not lossless: a loss is reported, not an error */
+			bad += r->bad_len + r->gaps + r->dupes;
+			shortfall += r->lost + missing;
+		} else {
+			bad += r->bad_len + (paced ? r->gaps + r->dupes + r->lost + missing : 0);
+		}
 	}
-	snprintf(ej, sizeof(ej), "\"receivers\":%d", o->receivers);
+	off = (size_t)snprintf(ej, sizeof(ej), "\"receivers\":%d", o->receivers);
+	if (o->net)
+		snprintf(ej + off, sizeof(ej) - off, ",\"naks_sent\":%llu,"
+			 "\"retransmissions\":%llu,\"msgs_lost\":%llu",
+			 (unsigned long long)agg_naks,
+			 (unsigned long long)tx->retransmissions,
+			 (unsigned long long)agg_lost);
 	snprintf(et, sizeof(et), "%d receiver%s, sum of rates", o->receivers,
 		 o->receivers == 1 ? "" : "s");
 	print_row(o, clk->name, mode, "aggregate", 0, -1, agg_msgs, agg_secs,
 		  agg_mps, ej, et);
-	snprintf(ej, sizeof(ej), "\"back_pressured\":%llu",
-		 (unsigned long long)tx->back_pressured);
-	snprintf(et, sizeof(et), "back-pressured %llu times",
-		 (unsigned long long)tx->back_pressured);
+	off = (size_t)snprintf(ej, sizeof(ej), "\"back_pressured\":%llu",
+			       (unsigned long long)tx->back_pressured);
+	if (o->net)
+		off += (size_t)snprintf(ej + off, sizeof(ej) - off,
+			 ",\"window\":%llu,\"window_waits\":%llu,\"retransmissions\":%llu,"
+			 "\"naks_received\":%llu,\"rate_limited\":%llu",
+			 (unsigned long long)tx->window,
+			 (unsigned long long)tx->window_waits,
+			 (unsigned long long)tx->retransmissions,
+			 (unsigned long long)tx->naks_received,
+			 (unsigned long long)tx->rate_limited);
+	if (o->netns)
+		off += tool_json_member(ej + off, sizeof(ej) - off, "netns", o->netns);
+	if (o->peer_netns)
+		off += tool_json_member(ej + off, sizeof(ej) - off, "peer_netns", o->peer_netns);
+	if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
+		tool_json_member(ej + off, sizeof(ej) - off, "config", cfgs);
+	off = (size_t)snprintf(et, sizeof(et), "back-pressured %llu times",
+			       (unsigned long long)tx->back_pressured);
+	if (o->net)
+		snprintf(et + off, sizeof(et) - off, ", window waits %llu, "
+			 "retransmitted %llu", (unsigned long long)tx->window_waits,
+			 (unsigned long long)tx->retransmissions);
 	print_row(o, clk->name, mode, "sender", 0, o->cpus[0], tx->sent, tx->secs,
 		  tx->secs > 0 ? (double)tx->sent / tx->secs : 0, ej, et);
 	if (bad) {
-		tool_warn("%llu sequence or length errors in paced mode, where "
-			  "there must be none", (unsigned long long)bad);
+		tool_warn("%llu sequence or length errors %s, where there must be "
+			  "none", (unsigned long long)bad, o->net ? "(delivery is in "
+			  "order, duplicates are dropped)" : "in paced mode");
 		rc = 1;
 	}
+	if (shortfall)
+		tool_warn("%llu messages lost or missing (reported, not an error "
+			  "on %s)", (unsigned long long)shortfall, o->transport);
 	return rc;
 }
 
@@ -559,7 +819,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_BATCH_MAX = 256 };
+	enum { OPT_BATCH_MAX = 256, OPT_NETNS, OPT_PEER_NETNS };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "size",      required_argument, NULL, 's' },
@@ -572,19 +832,24 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "mode",      required_argument, NULL, 'm' },
 		{ "cpus",      required_argument, NULL, 'c' },
 		{ "timeout",   required_argument, NULL, 'T' },
+		{ "window",    required_argument, NULL, 'W' },
+		{ "config",    required_argument, NULL, 'C' },
+		{ "netns",     required_argument, NULL, OPT_NETNS },
+		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
 		{ "json",      no_argument,       NULL, 'j' },
 		{ "verbose",   no_argument,       NULL, 'v' },
 		{ "help",      no_argument,       NULL, 'h' },
 		{ 0 }
 	};
 	bool count_set = false, cpus_set = false;
-	int opt;
+	const char *cfg[TOOL_CONFIG_LINES];
+	int opt, ncfg = 0;
 
 	*o = (struct options){
 		.transport = "shm", .size = 16, .count = 10000000, .receivers = 1,
-		.timeout_s = 10,
+		.timeout_s = 10, .window = -1,
 	};
-	while ((opt = getopt_long(argc, argv, ":t:s:n:d:R:bzm:c:T:jvh", longopts,
+	while ((opt = getopt_long(argc, argv, ":t:s:n:d:R:bzm:c:T:W:C:jvh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
@@ -611,6 +876,17 @@ static void parse(int argc, char **argv, struct options *o)
 			cpus_set = true;
 			break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.01, 3600); break;
+		case 'W': o->window = (int64_t)tool_parse_count("window", optarg, 0, 1ull << 30); break;
+		case 'C':
+			if (ncfg == TOOL_CONFIG_LINES - 1)
+				tool_usage_exit("--config: at most %d lines",
+						TOOL_CONFIG_LINES - 1);
+			cfg[ncfg++] = optarg;
+			break;
+		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
+		case OPT_PEER_NETNS:
+			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
+			break;
 		case 'j': o->json = true; break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
@@ -625,6 +901,15 @@ static void parse(int argc, char **argv, struct options *o)
 		o->count = 0;
 	if (o->batch_max && !o->batch)
 		tool_usage_exit("--batch-max needs --batch");
+	o->net = strcmp(o->transport, "shm") != 0;
+	if (o->window >= 0 && !o->net)
+		tool_usage_exit("--window is for network transports (shm is "
+				"receiver-paced)");
+	/* Every context: only the transport measured, then the user's lines. */
+	tool_config_init(&o->config);
+	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	for (int i = 0; i < ncfg; i++)
+		tool_config_add_user(&o->config, cfg[i], NULL);
 	if (!cpus_set) {
 		o->ncpus = tool_default_cpus(o->cpus, TOOL_MAX_CPUS);
 		if (o->ncpus == 0)
@@ -632,22 +917,85 @@ static void parse(int argc, char **argv, struct options *o)
 	}
 }
 
+/* A size value of the config ("4M"), or def. */
+static uint64_t config_size(const struct options *o, const char *key, uint64_t def)
+{
+	char buf[32], *end;
+	const char *v = tool_config_get(&o->config, key, buf, sizeof(buf));
+	uint64_t n;
+
+	if (!v || !*v)
+		return def;
+	n = strtoull(v, &end, 10);
+	switch (*end) {
+	case 'k': case 'K': n <<= 10; break;
+	case 'm': case 'M': n <<= 20; break;
+	case 'g': case 'G': n <<= 30; break;
+	}
+	return n ? n : def;
+}
+
+/* udp: the default window.  Half the receive buffer (the kernel doubles
+ * SO_RCVBUF for its bookkeeping, so that is a quarter of what it holds), at
+ * about a kilobyte of kernel overhead per datagram. */
+static uint64_t default_window(const struct options *o)
+{
+	uint64_t rcvbuf = config_size(o, "context.udp.rcvbuf", 4 << 20);
+	uint64_t dgram_max = config_size(o, "source.udp.max_datagram", 1472);
+	uint64_t rec = (o->size + 7) / 8 * 8 + 8, per = 1, dgram, n;
+
+	if (o->batch && dgram_max > 32 + rec)
+		per = (dgram_max - 32) / rec;
+	dgram = 32 + per * rec;
+	n = (rcvbuf / 2) / (dgram + 1024);
+	if (n > NET_WINDOW_DGRAMS)
+		n = NET_WINDOW_DGRAMS;
+	if (n < 16)
+		n = 16;
+	return n * per;
+}
+
+/* In the namespace a side runs in, before its context: udp needs a route
+ * for multicast (unless an interface is named). */
+static void net_check(const struct options *o, const char *netns)
+{
+	char err[512];
+
+	if (!strcmp(o->transport, "udp") &&
+	    tool_udp_route_check(&o->config, netns, err, sizeof(err)))
+		tool_fail("%s", err);
+}
+
 int main(int argc, char **argv)
 {
-	char topic[FLIT_TOPIC_MAX + 1];
+	char topic[FLIT_TOPIC_MAX + 1], err[512];
 	struct rx_report reps[MAX_RECEIVERS];
 	struct thru c = { .n = 0 };
 	struct tx_result tx = { 0 };
 	struct tool_clock clk;
 	struct options o;
 	pid_t parent = getpid();
+	int peer_fd = -1;
 
 	tool_init("flit-thru", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
+	/* This side's namespace first: no context or socket exists yet. */
+	if (o.netns)
+		tool_netns_enter_name(o.netns);
+	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
+		tool_fail("%s", err);
+	net_check(&o, o.netns);
+	tool_config_check(&o.config);      /* a bad -C line fails here, once */
 	tool_clock_init(&clk);
 	snprintf(topic, sizeof(topic), "flit-thru.%d", (int)parent);
 	memset(reps, 0, sizeof(reps));
+	c.pg = mmap(NULL, sizeof(*c.pg), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (c.pg == MAP_FAILED)
+		tool_fail("mmap: %s", strerror(errno));
+	c.pg->total = UINT64_MAX;
+	tx.window = !o.net ? 0 : o.window >= 0 ? (uint64_t)o.window : default_window(&o);
 
 	fflush(NULL);
 	for (int i = 0; i < o.receivers; i++) {
@@ -668,7 +1016,13 @@ int main(int argc, char **argv)
 			tool_child_init(parent);
 			snprintf(name, sizeof(name), "flit-thru (receiver %d)", i + 1);
 			tool_init(name, usage);
-			run_receiver(&o, &clk, topic, i + 1, rx_cpu(&o, i), fds[1]);
+			if (peer_fd >= 0) {
+				if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
+					tool_fail("%s", err);
+				close(peer_fd);
+				net_check(&o, o.peer_netns);
+			}
+			run_receiver(&o, &clk, topic, i + 1, rx_cpu(&o, i), fds[1], c.pg);
 		}
 		close(fds[1]);
 		c.pid[c.n] = pid;
@@ -676,6 +1030,8 @@ int main(int argc, char **argv)
 		c.n++;
 	}
 
+	if (peer_fd >= 0)
+		close(peer_fd);
 	run_publisher(&o, &clk, topic, &c, &tx);
 	collect(&o, &c, reps);
 	return report(&o, &clk, topic, &tx, reps);

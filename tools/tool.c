@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /* Code shared by the flit tools.  See tool.h. */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -313,6 +319,319 @@ const char *tool_wstatus_str(int status, char *buf, size_t len)
 	return buf;
 }
 
+/* ---- configuration lines ---------------------------------------------------- */
+
+void tool_config_init(struct tool_config *c)
+{
+	memset(c, 0, sizeof(*c));
+}
+
+static bool config_append(struct tool_config *c, const char *line, const char *user)
+{
+	size_t n = strlen(line);
+
+	if (c->nlines == TOOL_CONFIG_LINES || c->len + n + 2 > sizeof(c->text))
+		return false;
+	memcpy(c->text + c->len, line, n);
+	c->len += n;
+	c->text[c->len++] = '\n';
+	c->text[c->len] = '\0';
+	c->user[c->nlines++] = user;
+	return true;
+}
+
+void tool_config_add(struct tool_config *c, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (!config_append(c, line, NULL))
+		tool_fail("internal: configuration lines overflow");
+}
+
+static const char *skip_blanks(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+/* Does key text [k, k+n) start with a scope name and a dot? */
+static bool has_scope(const char *k, size_t n)
+{
+	static const char *const scopes[] = { "context.", "source.", "receiver." };
+
+	for (size_t i = 0; i < 3; i++) {
+		size_t m = strlen(scopes[i]);
+		if (n > m && !strncasecmp(k, scopes[i], m))
+			return true;
+	}
+	return false;
+}
+
+void tool_config_add_user(struct tool_config *c, const char *arg,
+			  const char *scope)
+{
+	const char *p = skip_blanks(arg), *eq = strchr(arg, '=');
+	char line[1024];
+	size_t kn;
+
+	if (strchr(arg, '\n') || strchr(arg, '\r'))
+		tool_usage_exit("bad --config '%s': one line per -C", arg);
+	if (strlen(arg) >= sizeof(line) - 32)
+		tool_usage_exit("bad --config: line longer than %zu bytes",
+				sizeof(line) - 32);
+	/* Comments, section headers and lines that are not key = value go
+	 * as they are (the library judges them). */
+	kn = eq ? (size_t)(eq - p) : 0;
+	while (kn && (p[kn - 1] == ' ' || p[kn - 1] == '\t'))
+		kn--;
+	if (scope && eq && kn && *p != '#' && *p != ';' && *p != '[' &&
+	    !has_scope(p, kn))
+		snprintf(line, sizeof(line), "%s.%s", scope, p);
+	else
+		snprintf(line, sizeof(line), "%s", arg);
+	if (!config_append(c, line, arg))
+		tool_usage_exit("--config: too many lines or too much text "
+				"(at most %d lines, %d bytes)", TOOL_CONFIG_LINES,
+				TOOL_CONFIG_MAX);
+}
+
+/* Copy [s, s+n) trimmed of blanks, without quotes and trailing comment. */
+static void config_value(const char *s, char *buf, size_t len)
+{
+	size_t n;
+
+	s = skip_blanks(s);
+	if (*s == '"') {
+		const char *e = strchr(s + 1, '"');
+		n = e ? (size_t)(e - s - 1) : strlen(s + 1);
+		s++;
+	} else {
+		n = 0;
+		while (s[n] && s[n] != '\n' && !((s[n] == '#' || s[n] == ';') &&
+						   n && (s[n - 1] == ' ' || s[n - 1] == '\t')))
+			n++;
+		while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+			n--;
+	}
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+}
+
+const char *tool_config_get(const struct tool_config *c, const char *key,
+			    char *buf, size_t len)
+{
+	char section[16] = "", env[128];
+	const char *found = NULL, *line = c->text, *e;
+	size_t i;
+
+	while (*line) {
+		const char *nl = strchr(line, '\n'), *p = skip_blanks(line);
+		const char *end = nl ? nl : line + strlen(line);
+		const char *eq = memchr(p, '=', (size_t)(end - p));
+
+		if (*p == '[') {
+			/* [scope] sets the scope; a topic section hides its keys */
+			size_t n = strcspn(p + 1, "]\n");
+			section[0] = '\0';
+			if (n < sizeof(section) && !memchr(p + 1, '"', n)) {
+				memcpy(section, p + 1, n);
+				section[n] = '\0';
+			} else {
+				strcpy(section, "-");
+			}
+		} else if (eq && *p != '#' && *p != ';' && strcmp(section, "-")) {
+			char k[160];
+			size_t kn = (size_t)(eq - p);
+
+			while (kn && (p[kn - 1] == ' ' || p[kn - 1] == '\t'))
+				kn--;
+			if (*section && !has_scope(p, kn))
+				snprintf(k, sizeof(k), "%s.%.*s", section, (int)kn, p);
+			else
+				snprintf(k, sizeof(k), "%.*s", (int)kn, p);
+			if (!strcasecmp(k, key)) {
+				config_value(eq + 1, buf, len);
+				found = buf;
+			}
+		}
+		line = nl ? nl + 1 : end;
+	}
+	if (found)
+		return found;
+	/* FLIT_CONTEXT_UDP_BACKEND for context.udp.backend */
+	snprintf(env, sizeof(env), "FLIT_%s", key);
+	for (i = 5; env[i]; i++)
+		env[i] = env[i] == '.' ? '_' : (char)toupper((unsigned char)env[i]);
+	e = getenv(env);
+	if (!e)
+		return NULL;
+	snprintf(buf, len, "%s", e);
+	return buf;
+}
+
+const char *tool_config_user(const struct tool_config *c, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < c->nlines; i++) {
+		int w;
+
+		if (!c->user[i])
+			continue;
+		w = snprintf(buf + off, len - off, "%s%s", off ? "; " : "", c->user[i]);
+		if (w < 0 || (size_t)w >= len - off)
+			break;
+		off += (size_t)w;
+	}
+	return off ? buf : NULL;
+}
+
+flit_ctx *tool_ctx_new(const struct tool_config *c, char *errbuf, size_t len)
+{
+	FLIT_OPTS(flit_ctx_opts, copts, .config = c->len ? c->text : NULL);
+	flit_ctx *ctx = flit_ctx_new(&copts);
+	const char *msg, *at;
+	int line;
+
+	if (ctx)
+		return ctx;
+	msg = flit_errmsg();
+	at = strstr(msg, "<context options>:");
+	if (at && sscanf(at + strlen("<context options>:"), "%d", &line) == 1 &&
+	    line >= 1 && line <= c->nlines && c->user[line - 1])
+		snprintf(errbuf, len, "bad -C line '%s': %s", c->user[line - 1], msg);
+	else
+		snprintf(errbuf, len, "%s", msg);
+	return NULL;
+}
+
+void tool_config_check(const struct tool_config *c)
+{
+	char err[768];
+	flit_ctx *ctx = tool_ctx_new(c, err, sizeof(err));
+
+	if (!ctx)
+		tool_fail("creating a context: %s", err);
+	flit_ctx_close(ctx);
+}
+
+/* ---- network namespaces ------------------------------------------------------ */
+
+const char *tool_parse_netns(const char *opt, const char *arg)
+{
+	if (!*arg || strlen(arg) > 200 || (strchr(arg, '/') && *arg != '/') ||
+	    !strcmp(arg, ".") || !strcmp(arg, ".."))
+		tool_usage_exit("bad %s '%s': a name from 'ip netns list' (or an "
+				"absolute path such as /proc/PID/ns/net)", opt, arg);
+	return arg;
+}
+
+int tool_netns_open(const char *name, char *errbuf, size_t len)
+{
+	char path[256];
+	int fd, e;
+
+	if (*name == '/')
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		snprintf(path, sizeof(path), "/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	e = errno;
+	if (e == ENOENT)
+		snprintf(errbuf, len, "network namespace '%s' does not exist (%s: %s); "
+			 "'ip netns list' shows the namespaces, and 'tools/testbed up "
+			 "--name N --hosts 2' makes N-h1 and N-h2", name, path, strerror(e));
+	else if (e == EACCES || e == EPERM)
+		snprintf(errbuf, len, "network namespace '%s': %s: %s (entering a "
+			 "namespace needs CAP_SYS_ADMIN: run as root)", name, path,
+			 strerror(e));
+	else
+		snprintf(errbuf, len, "network namespace '%s': %s: %s", name, path,
+			 strerror(e));
+	return -1;
+}
+
+int tool_netns_enter(int fd, const char *name, char *errbuf, size_t len)
+{
+	int e;
+
+	if (setns(fd, CLONE_NEWNET) == 0)
+		return 0;
+	e = errno;
+	if (e == EPERM)
+		snprintf(errbuf, len, "entering network namespace '%s': %s (setns "
+			 "needs CAP_SYS_ADMIN: run as root)", name, strerror(e));
+	else if (e == EINVAL)
+		snprintf(errbuf, len, "entering network namespace '%s': %s (not a "
+			 "network namespace?)", name, strerror(e));
+	else
+		snprintf(errbuf, len, "entering network namespace '%s': %s", name,
+			 strerror(e));
+	return -1;
+}
+
+void tool_netns_enter_name(const char *name)
+{
+	char err[512];
+	int fd = tool_netns_open(name, err, sizeof(err));
+
+	if (fd < 0)
+		tool_fail("%s", err);
+	if (tool_netns_enter(fd, name, err, sizeof(err)))
+		tool_fail("%s", err);
+	close(fd);
+}
+
+int tool_udp_route_check(const struct tool_config *c, const char *netns,
+			 char *errbuf, size_t len)
+{
+	char where[256] = "this network namespace";
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(14400) };
+	char val[128], group[64] = "239.192.76.1";
+	const char *v;
+	int fd, rc, e;
+
+	v = tool_config_get(c, "context.udp.interface", val, sizeof(val));
+	if (v && *v)
+		return 0;       /* the interface decides; the library checks it */
+	v = tool_config_get(c, "context.udp.resolver", val, sizeof(val));
+	if (v && *v && strcasecmp(v, "off")) {
+		size_t n = strcspn(v, ":");
+		if (n < sizeof(group)) {
+			memcpy(group, v, n);
+			group[n] = '\0';
+		}
+	}
+	if (inet_pton(AF_INET, group, &sa.sin_addr) != 1)
+		inet_pton(AF_INET, "239.192.76.1", &sa.sin_addr);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;       /* let the library say what is wrong */
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));   /* a route lookup */
+	e = errno;
+	close(fd);
+	if (rc == 0 || (e != ENETUNREACH && e != EHOSTUNREACH && e != ENODEV))
+		return 0;
+	if (netns)
+		snprintf(where, sizeof(where), "network namespace '%s'", netns);
+	snprintf(errbuf, len, "udp: no route for multicast (%s) in %s "
+		 "(%s): add one ('ip route add 224.0.0.0/4 dev IFACE'), name "
+		 "the interface (-C context.udp.interface=IFACE), or run across the "
+		 "testbed: 'tools/testbed up --name tb --hosts 2', then --netns tb-h1 "
+		 "--peer-netns tb-h2", group, where, strerror(e));
+	return -1;
+}
+
 /* ---- the measurement clock -------------------------------------------------- */
 
 void tool_clock_init(struct tool_clock *clk)
@@ -515,6 +834,26 @@ void tool_json_str(FILE *f, const char *s)
 	fputc('"', f);
 	tool_escape(f, s, strlen(s), TOOL_ESC_JSON);
 	fputc('"', f);
+}
+
+size_t tool_json_member(char *buf, size_t len, const char *key, const char *val)
+{
+	char *mem = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&mem, &n);
+
+	if (!f)
+		return 0;
+	fprintf(f, ",\"%s\":", key);
+	tool_json_str(f, val);
+	fclose(f);
+	if (!mem || n >= len) {
+		free(mem);
+		return 0;
+	}
+	memcpy(buf, mem, n + 1);
+	free(mem);
+	return n;
 }
 
 static void json_key_str(FILE *f, const char *key, const char *val)

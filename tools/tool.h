@@ -93,6 +93,71 @@ const char *tool_wstatus_str(int status, char *buf, size_t len);
 /* Sleep (slow paths only: a wake-up costs ~40 us here). */
 void tool_sleep_us(unsigned us);
 
+/* ---- configuration lines ------------------------------------------------- */
+
+/* The inline configuration a tool gives every context it creates
+ * (flit_ctx_opts.config): its own lines (context.transports = T) followed by
+ * the user's -C lines, one per line, so a -C line overrides a tool line. */
+#define TOOL_CONFIG_MAX   4096
+#define TOOL_CONFIG_LINES 64
+
+struct tool_config {
+	char text[TOOL_CONFIG_MAX];
+	size_t len;
+	int nlines;
+	/* line i + 1 of text: the -C argument it came from, or NULL (the
+	 * tool's own line) */
+	const char *user[TOOL_CONFIG_LINES];
+};
+
+void tool_config_init(struct tool_config *c);
+/* One line of the tool's own (printf format; no newline in it). */
+void tool_config_add(struct tool_config *c, const char *fmt, ...) TOOL_FMT(2, 3);
+/* One -C argument: a line, as given (usage error, exit 2, for a newline in
+ * it or too much text).  With `scope` ("source", "receiver"), a bare
+ * "key = value" whose key names no scope gets "scope." put in front (so
+ * flit-pub -C 'batch = true' still means source.batch). */
+void tool_config_add_user(struct tool_config *c, const char *arg,
+			  const char *scope);
+/* The value of a fully qualified key (case-insensitive) as the last line
+ * setting it says, else as the environment (FLIT_SCOPE_KEY) says, else NULL.
+ * (A $FLIT_CONFIG file is not read here.) */
+const char *tool_config_get(const struct tool_config *c, const char *key,
+			    char *buf, size_t len);
+/* The -C lines as given, joined with "; " (NULL if there are none): for
+ * the results (JSON "config"). */
+const char *tool_config_user(const struct tool_config *c, char *buf, size_t len);
+/* flit_ctx_new() with the lines.  NULL on failure, with *errbuf saying why;
+ * when the library rejected a -C line, the message quotes it:
+ * "-C 'source.batch = maybe': <context options>:2: bad value ...". */
+flit_ctx *tool_ctx_new(const struct tool_config *c, char *errbuf, size_t len);
+/* Check the lines now (create and close a context: no transport is opened,
+ * nothing is sent); on a bad line, fail (exit 1) naming it. */
+void tool_config_check(const struct tool_config *c);
+
+/* ---- network namespaces -------------------------------------------------- */
+
+/* Open network namespace NAME (/run/netns/NAME, as `ip netns` and
+ * tools/testbed make them; a NAME starting with '/' is a path such as
+ * /proc/PID/ns/net).  Returns an fd, or -1 with the reason in errbuf
+ * ("network namespace 'x' does not exist (/run/netns/x: No such file ...)"). */
+int tool_netns_open(const char *name, char *errbuf, size_t len);
+/* setns(fd, CLONE_NEWNET) for the calling thread (call it before any
+ * context or socket exists).  0, or -1 with the reason in errbuf (EPERM:
+ * "setns needs CAP_SYS_ADMIN: run as root"). */
+int tool_netns_enter(int fd, const char *name, char *errbuf, size_t len);
+/* Both, failing (exit 1) with the reason. */
+void tool_netns_enter_name(const char *name);
+/* A usage check of a --netns argument (exit 2 if empty or it holds '/'
+ * without being an absolute path). */
+const char *tool_parse_netns(const char *opt, const char *arg);
+/* udp without context.udp.interface needs a route for multicast in the
+ * calling thread's namespace (`netns`: its name for the message, NULL: the
+ * one we started in): 0 if one exists (or an interface is set), else -1 with
+ * advice in errbuf (add a route, name the interface, or use the testbed). */
+int tool_udp_route_check(const struct tool_config *c, const char *netns,
+			 char *errbuf, size_t len);
+
 /* ---- the measurement clock ---------------------------------------------- */
 
 struct tool_clock {
@@ -186,6 +251,9 @@ void tool_json_print(FILE *f, const struct tool_result *r);
 #define TOOL_ESC_HIGH 2u
 void tool_escape(FILE *f, const void *data, size_t len, unsigned flags);
 void tool_json_str(FILE *f, const char *s);
+/* ",\"key\":\"val\"" into buf (for tool_result.extra), val escaped; returns
+ * the bytes written (0 if it does not fit: buf unchanged). */
+size_t tool_json_member(char *buf, size_t len, const char *key, const char *val);
 
 /* The latency table: header, then one row per result (ns). */
 void tool_lat_header(FILE *f);

@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
+# bench-udp: flit's udp transport against kernel UDP measured by sockperf,
+# across two hosts of a testbed (tools/testbed: network namespaces joined by a
+# bridge; see docs/TESTBED.md).  Needs root, sockperf and python3.
+#
+# For each size, interleaved in one run (so both see the same machine):
+#   sockperf server in host 2 (CPU 1) and sockperf ping-pong from host 1
+#   (CPU 0), both spinning (--nonblocked: recvfrom() returns EAGAIN and is
+#   called again, no sleeping), RTT/2 percentiles as sockperf prints them;
+#   then flit-pong -t udp, ping in host 1 on CPU 0, pong in host 2 on CPU 1.
+# Then, per size, sockperf throughput (one datagram per message: the kernel's
+# rate, the server's count of what it received) and flit-thru -t udp 1:1
+# (publisher host 1 CPU 0, receiver host 2 CPU 1), unbatched and batched,
+# messages per second received.
+#
+# Every result is a JSON line in the results file (sockperf's too, in the
+# same shape: tool "sockperf"); the table is printed at the end.
+#
+#   tools/bench-udp.sh [--build DIR] [--backend io_uring] [--sizes "32 64"]
+#                      [--count N] [--time S] [--thru-sizes "32 256"]
+#                      [--thru-duration S] [--sockperf-unicast] [--out FILE]
+#                      [-C|--config LINE]...  (passed to flit-pong and flit-thru,
+#                      e.g. -C 'context.udp.service = poll')
+#
+# Exit: 0 ok, 1 failure (a run failed, or no root / no sockperf / no testbed).
+set -u -o pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${BUILD:-build}
+SIZES="32 64 256 1024"
+THRU_SIZES="32 256"
+COUNT=50000                 # flit-pong round trips per size
+SP_TIME=3                   # sockperf seconds per size
+THRU_DURATION=2             # flit-thru seconds per run
+BACKENDS="sockets"
+SP_MCAST=1
+OUT=
+PORT=11111
+FLIT_CFG=()
+
+usage() {
+  sed -n '/^#   tools\/bench-udp.sh/,/^# Exit/p' "$0" | sed 's/^# \{0,1\}//' | sed '$d'
+}
+die() { echo "bench-udp: $*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) BUILD=$2; shift 2 ;;
+    --backend)
+      case $2 in
+        io_uring) BACKENDS="sockets io_uring" ;;
+        sockets) BACKENDS="sockets" ;;
+        *) echo "bench-udp: bad --backend '$2': sockets or io_uring" >&2; usage >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    --sizes) SIZES=$2; shift 2 ;;
+    --thru-sizes) THRU_SIZES=$2; shift 2 ;;
+    --count) COUNT=$2; shift 2 ;;
+    --time) SP_TIME=$2; shift 2 ;;
+    --thru-duration) THRU_DURATION=$2; shift 2 ;;
+    --sockperf-unicast) SP_MCAST=0; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    -C|--config) FLIT_CFG+=(-C "$2"); shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench-udp: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+T="$BUILD/tools"
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces: CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+command -v sockperf >/dev/null 2>&1 || die "sockperf not found (make deps installs it)"
+command -v python3 >/dev/null 2>&1 || die "python3 not found"
+for t in flit-pong flit-thru; do
+  [ -x "$T/$t" ] || die "$T/$t not built (make BUILD=$BUILD tools)"
+done
+[ "$(nproc)" -ge 2 ] || die "needs two CPUs (ping on 0, pong on 1)"
+
+TB="$here/testbed"
+NAME="bu$(( $$ % 1000000 ))"
+H1="$NAME-h1"; H2="$NAME-h2"
+work=$(mktemp -d /tmp/flit-bench-udp.XXXXXX)
+[ -n "$OUT" ] || OUT="$work/results.json"
+: >"$OUT" || die "cannot write $OUT"
+srv=
+cleanup() {
+  [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+  "$TB" down --name "$NAME" >/dev/null 2>&1
+  [ "$OUT" = "$work/results.json" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$TB" up --name "$NAME" --hosts 2 --owner-pid $$ >"$work/testbed.log" 2>&1 ||
+  { cat "$work/testbed.log" >&2; die "testbed up failed"; }
+A1=10.77.0.1; A2=10.77.0.2
+# sockperf: multicast both ways, as flit sends (or unicast to host 2)
+if [ "$SP_MCAST" = 1 ]; then
+  SP_DEST=239.192.78.1
+  SP_SRV=(-i "$SP_DEST" --mc-rx-if "$A2" --mc-tx-if "$A2")
+  SP_CLI=(-i "$SP_DEST" --mc-rx-if "$A1" --mc-tx-if "$A1")
+  SP_DESC="multicast $SP_DEST"
+else
+  SP_SRV=(-i "$A2"); SP_CLI=(-i "$A2"); SP_DESC="unicast to $A2"
+fi
+
+echo "bench-udp — $(date '+%F %T'), kernel $(uname -r), $(nproc) CPUs, testbed $NAME ($H1 $A1, $H2 $A2)"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); host 1 side on CPU 0, host 2 side on CPU 1; every side spins"
+echo "sockperf $(sockperf --version 2>&1 | sed -n 's/.*version \([^ ]*\).*/\1/p' | head -1): UDP $SP_DESC, --nonblocked, RTT/2 (no --full-rtt), ${SP_TIME} s per size"
+[ ${#FLIT_CFG[@]} -gt 0 ] && echo "flit config lines: ${FLIT_CFG[*]}"
+echo "results: $OUT"
+echo
+
+# sockperf_run SIZE: one server/client pair; appends one JSON line to $OUT.
+sockperf_run() {
+  local size=$1 log="$work/sockperf-$1.log" i
+  "$TB" exec --name "$NAME" --host 2 -- taskset -c 1 \
+    sockperf sr "${SP_SRV[@]}" -p "$PORT" --nonblocked >"$work/sockperf-sr.log" 2>&1 &
+  srv=$!
+  # wait until the server listens (its "[SERVER] listen on" line)
+  for i in $(seq 1 50); do
+    grep -q 'listen on' "$work/sockperf-sr.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  if ! "$TB" exec --name "$NAME" --host 1 -- taskset -c 0 \
+      sockperf pp "${SP_CLI[@]}" -p "$PORT" --nonblocked -m "$size" -t "$SP_TIME" \
+      >"$log" 2>&1; then
+    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
+    sed 's/^/  | /' "$log" >&2
+    die "sockperf ping-pong -m $size failed"
+  fi
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
+  python3 - "$log" "$size" "$SP_DESC" >>"$OUT" <<'EOF' || die "cannot parse sockperf's output ($log)"
+import json, re, sys
+text = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
+if "avg-latency" not in text:      # --full-rtt would print avg-rtt
+    sys.exit("no avg-latency line: not RTT/2?")
+pct = {float(p): float(v) for p, v in re.findall(r"percentile\s+([\d.]+)\s*=\s*([\d.]+)", text)}
+mn = float(re.search(r"<MIN> observation\s*=\s*([\d.]+)", text).group(1))
+mx = float(re.search(r"<MAX> observation\s*=\s*([\d.]+)", text).group(1))
+avg, sd = map(float, re.search(r"avg-latency=([\d.]+) \(std-dev=([\d.]+)\)", text).groups())
+n = int(re.search(r"Total (\d+) observations", text).group(1))
+us = lambda v: round(v * 1000.0, 1)             # sockperf prints usec
+print(json.dumps({"tool": "sockperf", "transport": "udp", "size": int(sys.argv[2]),
+                  "count": n, "min_ns": us(mn), "avg_ns": us(avg), "p50_ns": us(pct[50.0]),
+                  "p99_ns": us(pct[99.0]), "p999_ns": us(pct[99.9]), "max_ns": us(mx),
+                  "stddev_ns": us(sd), "clock": "sockperf",
+                  "mode": "udp,%s,nonblocked,spin,pinned=0,1" % sys.argv[3].split()[0]},
+                 separators=(",", ":")))
+EOF
+}
+
+# sockperf_tp SIZE: sockperf throughput for THRU_DURATION s; appends one JSON
+# line (what the server received) to $OUT.
+sockperf_tp() {
+  local size=$1 log="$work/sockperf-tp-$1.log" i
+  "$TB" exec --name "$NAME" --host 2 -- taskset -c 1 \
+    sockperf sr "${SP_SRV[@]}" -p "$PORT" --nonblocked >"$work/sockperf-sr.log" 2>&1 &
+  srv=$!
+  for i in $(seq 1 50); do
+    grep -q 'listen on' "$work/sockperf-sr.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  if ! "$TB" exec --name "$NAME" --host 1 -- taskset -c 0 \
+      sockperf tp "${SP_CLI[@]}" -p "$PORT" --nonblocked -m "$size" -t "$THRU_DURATION" \
+      >"$log" 2>&1; then
+    kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
+    sed 's/^/  | /' "$log" >&2
+    die "sockperf throughput -m $size failed"
+  fi
+  sleep 0.2                         # the last datagrams
+  kill -INT "$srv" 2>/dev/null      # SIGINT: the server prints its count
+  for i in $(seq 1 30); do
+    grep -q 'messages received' "$work/sockperf-sr.log" && break
+    sleep 0.1
+  done
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
+  python3 - "$log" "$work/sockperf-sr.log" "$size" "$SP_DESC" >>"$OUT" <<'EOF' || die "cannot parse sockperf's throughput output ($log)"
+import json, re, sys
+cl = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
+sr = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[2]).read())
+sent, secs = re.search(r"Total of (\d+) messages sent in ([\d.]+) sec", cl).groups()
+got = int(re.search(r"Total (\d+) messages received", sr).group(1))
+secs = float(secs)
+print(json.dumps({"tool": "sockperf", "transport": "udp", "size": int(sys.argv[3]),
+                  "count": got, "msgs_per_sec": round(got / secs, 1), "clock": "sockperf",
+                  "mode": "udp,%s,nonblocked,spin,throughput,pinned=0,1" % sys.argv[4].split()[0],
+                  "side": "receiver", "secs": secs, "sent": int(sent),
+                  "mb_per_sec": round(got * int(sys.argv[3]) / secs / 1e6, 1)},
+                 separators=(",", ":")))
+EOF
+}
+
+# flit RUN NAME ARGS...: run a tool, its JSON lines to $OUT; show stderr on failure.
+flit() {
+  local what=$1; shift
+  if ! "$@" --json >>"$OUT" 2>"$work/$what.err"; then
+    sed 's/^/  | /' "$work/$what.err" >&2
+    die "failed: $*"
+  fi
+}
+
+for size in $SIZES; do
+  printf '  size %5s: sockperf' "$size"
+  sockperf_run "$size"
+  for be in $BACKENDS; do
+    printf ', flit-pong (%s)' "$be"
+    flit "pong-$size-$be" "$T/flit-pong" -t udp --netns "$H1" --peer-netns "$H2" \
+      -s "$size" -n "$COUNT" -c 0,1 -C "context.udp.backend = $be" "${FLIT_CFG[@]}"
+  done
+  echo
+done
+for size in $THRU_SIZES; do
+  printf '  sockperf throughput %s B\n' "$size"
+  sockperf_tp "$size"
+  for be in $BACKENDS; do
+    for batch in "" --batch; do
+      label=unbatched; [ -n "$batch" ] && label=batched
+      printf '  flit-thru %s B, %s, %s\n' "$size" "$label" "$be"
+      flit "thru-$size-$be$batch" "$T/flit-thru" -t udp --netns "$H1" --peer-netns "$H2" \
+        -s "$size" -d "$THRU_DURATION" -c 0,1 -C "context.udp.backend = $be" "${FLIT_CFG[@]}" $batch
+    done
+  done
+done
+echo
+
+python3 - "$OUT" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sp = {r["size"]: r for r in rows if r["tool"] == "sockperf" and "p50_ns" in r}
+sptp = {r["size"]: r for r in rows if r["tool"] == "sockperf" and "msgs_per_sec" in r}
+pong = [r for r in rows if r["tool"] == "flit-pong"]
+thru = [r for r in rows if r["tool"] == "flit-thru"]
+backend = lambda r: r["mode"].split(",")[2]
+def generic(mode):   # the mode without the backend (a column of its own)
+    f = mode.split(",")
+    return ",".join(f[:2] + ["<backend>"] + f[3:])
+print("udp ping-pong latency across the testbed, RTT/2 in ns (sockperf: %s; flit: %s)"
+      % (next(iter(sp.values()))["mode"] if sp else "-", generic(pong[0]["mode"]) if pong else "-"))
+hdr = (f"{'size':>6} {'backend':>8} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
+       f"{'flit p50':>9} {'p99':>9} {'p99.9':>9} | {'flit/sockperf p50':>17}")
+print(hdr); print("-" * len(hdr))
+for r in pong:
+    s = sp.get(r["size"])
+    sps = (f"{s['p50_ns']:12.0f} {s['p99_ns']:9.0f} {s['p999_ns']:9.0f}" if s else f"{'-':>12} {'-':>9} {'-':>9}")
+    ratio = f"{r['p50_ns'] / s['p50_ns']:16.2f}x" if s else f"{'-':>17}"
+    print(f"{r['size']:>6} {backend(r):>8} | {sps} | {r['p50_ns']:9.0f} {r['p99_ns']:9.0f} "
+          f"{r['p999_ns']:9.0f} | {ratio}")
+print()
+print("udp throughput 1:1 across the testbed, messages/s received (flit: closed loop, "
+      "a window; sockperf: one datagram per message, what its server counted)")
+hdr = (f"{'size':>6} {'backend':>8} {'batching':>9} | {'msgs/s':>10} {'MB/s':>7} | "
+       f"{'NAKs':>5} {'retx':>5} {'lost':>5} {'missing':>7} | {'sender msgs/s':>13} {'window waits':>12}")
+print(hdr); print("-" * len(hdr))
+done = set()
+for r in thru:
+    if r["side"] != "receiver":
+        continue
+    s = sptp.get(r["size"])
+    if s and r["size"] not in done:
+        done.add(r["size"])
+        print(f"{s['size']:>6} {'sockperf':>8} {'-':>9} | {s['msgs_per_sec']:10.0f} {s['mb_per_sec']:7.1f} | "
+              f"{'-':>5} {'-':>5} {s['sent'] - s['count']:5} {'-':>7} | "
+              f"{s['sent'] / s['secs']:13.0f} {'-':>12}")
+    snd = next(x for x in thru if x["side"] == "sender" and x["mode"] == r["mode"] and x["size"] == r["size"])
+    b = "batched" if ",batched," in r["mode"] else "unbatched"
+    print(f"{r['size']:>6} {backend(r):>8} {b:>9} | {r['msgs_per_sec']:10.0f} {r['mb_per_sec']:7.1f} | "
+          f"{r['naks_sent']:5} {snd['retransmissions']:5} {r['msgs_lost']:5} {r['missing']:7} | "
+          f"{snd['msgs_per_sec']:13.0f} {snd['window_waits']:12}")
+print()
+print(f"load after: {rows[-1]['load']}  (another busy process on CPU 0 or 1 shows up in p99 and p99.9)")
+EOF
+echo "results: $OUT"
