@@ -79,6 +79,7 @@ struct rsock {                  /* a multicast group:port we listen on */
 	struct in_addr group;
 	uint16_t port;
 	unsigned refs;
+	unsigned want;              /* adaptive receive batch */
 	struct flit_udp_io *io;
 };
 
@@ -152,6 +153,7 @@ struct flit_tp {
 	struct rsess *last;
 	struct flit_udp_io *ucast;
 	struct flit_udp_io *res_rx;
+	unsigned ucast_want, res_want;
 	struct flit_udp_dgram *dg;
 	unsigned nstatic;
 	struct rsock **statics;      /* static-map multicast sockets held */
@@ -171,6 +173,7 @@ struct flit_tp {
 	int epfd, wakefd;
 	pthread_t thread;
 	bool thread_on, stop;
+	uint64_t last_poll;          /* when flit_ctx_poll() last ran (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
 };
 
@@ -701,19 +704,27 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 	}
 }
 
-static int drain(struct flit_tp *tp, struct flit_udp_io *io, int limit, uint64_t now)
+/* Receive and handle datagrams.  The batch adapts: a full batch doubles
+ * the next one (up to context.udp.rx_batch), a short one shrinks it to what
+ * came, so a sparse latency-bound stream pays for one receive attempt per
+ * datagram, not for a second one that finds the socket empty. */
+static int drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
+		 int limit, uint64_t now)
 {
 	int total = 0;
-	unsigned want = tp->iocfg.batch;
 
 	while (total < limit) {
-		int n = flit_udp_io_recv(io, tp->dg, want);
+		unsigned w = *want ? *want : 1;
+		int n = flit_udp_io_recv(io, tp->dg, w);
 		if (n <= 0)
 			return n < 0 ? n : total;
 		for (int i = 0; i < n; i++)
 			total += on_dgram(tp, &tp->dg[i], now);
-		if ((unsigned)n < want)
+		if ((unsigned)n < w) {
+			*want = (unsigned)n;
 			break;
+		}
+		*want = w * 2 > tp->iocfg.batch ? tp->iocfg.batch : w * 2;
 	}
 	return total;
 }
@@ -878,9 +889,9 @@ static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 	int ev = 0;
 
 	if (tp->res_rx)
-		ev += drain(tp, tp->res_rx, limit, now);
+		ev += drain(tp, tp->res_rx, &tp->res_want, limit, now);
 	if (!tp->want_ucast_every_poll && tp->ucast)
-		ev += drain(tp, tp->ucast, limit, now);
+		ev += drain(tp, tp->ucast, &tp->ucast_want, limit, now);
 	for (struct rsess *s = tp->sess, *sn; s; s = sn) {
 		sn = s->next;
 		if (!s->core) {
@@ -1425,6 +1436,11 @@ static uint64_t service_all(struct flit_tp *tp, uint64_t now)
 	return next;
 }
 
+/* While the application polls, its poll serves the sources (every
+ * HOUSE_NS) and the thread stays asleep: no wake-up steals the CPU of a
+ * spinning application.  The thread takes over once polling stops. */
+#define POLL_FRESH_NS (20 * MS)
+
 static void *service_thread(void *arg)
 {
 	struct flit_tp *tp = arg;
@@ -1432,6 +1448,21 @@ static void *service_thread(void *arg)
 
 	for (;;) {
 		uint64_t now = mono();
+		uint64_t lp = __atomic_load_n(&tp->last_poll, __ATOMIC_RELAXED);
+		if (lp && now - lp < POLL_FRESH_NS) {
+			struct pollfd pf = { .fd = tp->wakefd, .events = POLLIN };
+			uint64_t w = lp + POLL_FRESH_NS - now;
+			struct timespec to = { .tv_sec = (time_t)(w / 1000000000ull),
+					       .tv_nsec = (long)(w % 1000000000ull) };
+			if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
+				break;
+			if (ppoll(&pf, 1, &to, NULL) > 0) {
+				uint64_t v;
+				if (read(tp->wakefd, &v, sizeof(v)) < 0)
+					(void)0;
+			}
+			continue;
+		}
 		uint64_t next = service_all(tp, now);
 		if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
 			break;
@@ -1789,20 +1820,24 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 
 	tp->in_poll = true;
 	now = mono();
+	__atomic_store_n(&tp->last_poll, now, __ATOMIC_RELAXED);
 	for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
-		int n = drain(tp, r->io, limit - total, now);
+		int n = drain(tp, r->io, &r->want, limit - total, now);
 		if (n > 0)
 			total += n;
 	}
 	if (tp->want_ucast_every_poll && total < limit) {
-		int n = drain(tp, tp->ucast, limit - total, now);
+		int n = drain(tp, tp->ucast, &tp->ucast_want, limit - total, now);
 		if (n > 0)
 			total += n;
 	}
 	if (FLIT_UNLIKELY(now >= tp->next_house)) {
 		total += housekeeping(tp, now, limit);
-		if (!tp->thread_on && tp->srcs)
-			service_all(tp, now);
+		if (__atomic_load_n(&tp->srcs, __ATOMIC_RELAXED)) {
+			uint64_t dl = service_all(tp, now);
+			if (dl < tp->next_house)
+				tp->next_house = dl;
+		}
 	}
 	tp->in_poll = false;
 	if (FLIT_UNLIKELY(tp->dirty))
