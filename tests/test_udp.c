@@ -151,6 +151,7 @@ struct pub_args {
 	size_t size;
 	int want_receivers;   /* wait for this many joins before sending */
 	unsigned gap_us;      /* pause between messages (late join) */
+	bool close_now;       /* close right after the last send */
 };
 
 /* Child: publish n messages, then serve NAKs until the parent says stop
@@ -195,7 +196,7 @@ static void pub_main(const struct pub_args *a, int stop)
 	flit_pub_flush(pub);
 	/* serve NAKs (the service thread does) until told to stop */
 	struct pollfd p = { .fd = stop, .events = POLLIN };
-	while (poll(&p, 1, 100) == 0)
+	while (!a->close_now && poll(&p, 1, 100) == 0)
 		flit_ctx_poll(ctx, 0);
 	flit_pub_close(pub);
 	flit_ctx_close(ctx);
@@ -425,6 +426,58 @@ static void kernel_timestamps_reach_the_message(void **state)
 	assert_int_equal(r.ts_off, 0);
 }
 
+/* A source that closes at once: what the receiver misses at that moment is
+ * reported lost (the END heartbeat), never silently dropped. */
+static void source_close_reports_the_missing_tail(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.end", .n = 3000, .size = 40, .want_receivers = 1,
+			       .close_now = true };
+	struct sub_spec ss = { .host = 2, .topic = "t.end",
+			       .cfg = "context.udp.impair = loss=20%,seed=5\n" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, true, "close at once, 20% loss");
+}
+
+/* claim/commit over udp: a claim does not hold up other calls. */
+static void claim_leaves_other_calls_free(void **state)
+{
+	(void)state;
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		alarm(10);
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.udp.resolver = off");
+		FLIT_OPTS(flit_pub_opts, po, .transport = "udp");
+		flit_pub *pub = flit_pub_new(ctx, "t.claim", &po);
+		void *buf;
+		if (!pub || flit_pub_claim(pub, 64, &buf))
+			_exit(4);
+		memset(buf, 7, 64);
+		struct flit_counters c = { .sz = sizeof(c) };
+		if (flit_pub_send(pub, "x", 1) != -EBUSY || flit_pub_flush(pub) != 0 ||
+		    flit_ctx_counters(ctx, &c) || flit_ctx_poll(ctx, 0) < 0 ||
+		    flit_pub_receivers(pub) != 0)
+			_exit(5);
+		if (flit_pub_commit(pub, 64) || flit_pub_send(pub, "x", 1))
+			_exit(6);
+		flit_ctx_counters(ctx, &c);
+		if (c.msgs_sent != 2 || flit_pub_next_seq(pub) != 2)
+			_exit(7);
+		if (flit_pub_claim(pub, 8, &buf) || flit_pub_abort(pub) || flit_pub_commit(pub, 8) != -EINVAL)
+			_exit(8);
+		flit_pub_close(pub);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* Child: count resolver-channel datagrams in h3 for `ms`, in two halves. */
 static void count_resolver(int fd, unsigned ms)
 {
@@ -627,6 +680,8 @@ int main(void)
 		cmocka_unit_test(kernel_timestamps_reach_the_message),
 		cmocka_unit_test(resolution_traffic_backs_off),
 		cmocka_unit_test(rate_limit_bounds_the_send_rate),
+		cmocka_unit_test(source_close_reports_the_missing_tail),
+		cmocka_unit_test(claim_leaves_other_calls_free),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	tb_down(tb);

@@ -38,6 +38,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,9 @@
 #define ADVERT_MIN_NS  (10 * MS)
 #define UNKNOWN_QUERY_NS (200 * MS)
 #define NUNK 16
+#define NENDED 32
+#define MAX_SOCKS 64        /* group:port sockets per context */
+#define MAX_SESS 4096       /* remote sessions known per context */
 
 #ifndef SO_BUSY_POLL
 #define SO_BUSY_POLL 46
@@ -78,7 +82,7 @@ struct rsock {                  /* a multicast group:port we listen on */
 	struct rsock *next;
 	struct in_addr group;
 	uint16_t port;
-	unsigned refs;
+	unsigned refs;              /* 0: closed after the current poll */
 	unsigned want;              /* adaptive receive batch */
 	struct flit_udp_io *io;
 };
@@ -134,6 +138,7 @@ struct udp_src {
 	bool claimed;
 	uint8_t *claim_pl;
 	uint64_t advert_at, advert_ivl, advert_max, last_advert;
+	uint64_t last_direct;        /* last INFO sent straight to an asker */
 	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 };
@@ -163,6 +168,8 @@ struct flit_tp {
 	bool in_poll, dirty, want_ucast_every_poll;
 	struct { uint32_t id; uint64_t at; } unk[NUNK];
 	unsigned unk_next;
+	uint32_t ended[NENDED];
+	unsigned ended_next, nsess;
 	uint64_t rng;
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 
@@ -174,6 +181,7 @@ struct flit_tp {
 	pthread_t thread;
 	bool thread_on, stop;
 	uint64_t last_poll;          /* when flit_ctx_poll() last ran (atomic) */
+	uint64_t srng;               /* the service's random numbers (tp->lock) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
 };
 
@@ -300,6 +308,7 @@ static int io_wrap(struct flit_tp *tp, int fd, bool rx, struct flit_udp_io **out
 		/* sources send only through io; their control traffic is read
 		 * with plain calls by the service */
 		c.batch = 1;
+		c.tx_only = true;
 		c.timestamps = false;
 		memset(&c.impair, 0, sizeof(c.impair));
 	}
@@ -329,11 +338,14 @@ static struct rsock *rsock_get(struct flit_tp *tp, struct in_addr group, uint16_
 	struct rsock *r;
 	int fd, err;
 
-	for (r = tp->socks; r; r = r->next)
+	unsigned nsocks = 0;
+	for (r = tp->socks; r; r = r->next, nsocks++)
 		if (r->group.s_addr == group.s_addr && r->port == port) {
-			r->refs++;
+			r->refs++; /* may revive one waiting to be reaped */
 			return r;
 		}
+	if (nsocks >= MAX_SOCKS)
+		return flit_err_null(EMFILE, "udp: more than %d multicast groups joined by one context", MAX_SOCKS);
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return flit_err_null(ENOMEM, "udp: out of memory");
@@ -356,17 +368,28 @@ static struct rsock *rsock_get(struct flit_tp *tp, struct in_addr group, uint16_
 	return r;
 }
 
+/* Drop a reference.  The socket is closed by rsock_reap(), after the poll
+ * loops: a session may end (and release its socket) while that socket's
+ * datagrams are being handled. */
 static void rsock_put(struct flit_tp *tp, struct rsock *r)
 {
-	if (!r || --r->refs)
-		return;
-	for (struct rsock **pp = &tp->socks; *pp; pp = &(*pp)->next)
-		if (*pp == r) {
-			*pp = r->next;
-			break;
+	(void)tp;
+	if (r && r->refs)
+		r->refs--;
+}
+
+static void rsock_reap(struct flit_tp *tp)
+{
+	for (struct rsock **pp = &tp->socks; *pp;) {
+		struct rsock *r = *pp;
+		if (r->refs) {
+			pp = &r->next;
+			continue;
 		}
-	flit_udp_io_close(r->io);
-	free(r);
+		*pp = r->next;
+		flit_udp_io_close(r->io);
+		free(r);
+	}
 }
 
 /* Send one control frame from the receiver's unicast socket. */
@@ -520,8 +543,23 @@ static void sess_delete(struct flit_tp *tp, struct rsess *s)
 		}
 	if (tp->last == s)
 		tp->last = NULL;
+	tp->nsess--;
 	sess_free_topics(s);
 	free(s);
+}
+
+static void update_ucast_need(struct flit_tp *tp);
+
+/* A bound session ended (END heartbeat or silence): remember its id so a
+ * late advert does not bring it back, and look for its successor. */
+static void sess_ended(struct flit_tp *tp, struct rsess *s, uint64_t now)
+{
+	tp->ended[tp->ended_next] = s->id;
+	tp->ended_next = (tp->ended_next + 1) % NENDED;
+	sess_delete(tp, s);
+	update_ucast_need(tp);
+	tp->query_ivl = QUERY_MIN_NS / 2;
+	tp->query_at = now;
 }
 
 static void update_ucast_need(struct flit_tp *tp)
@@ -545,6 +583,17 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	flit_ctl_info_get(f, &in);
 	if (in.domain != tp->domain || h->count == 0)
 		return 0;
+	/* topic indexes name slots of a table the core allocates: only
+	 * 0 .. count-1 are sane (a source of this library uses 0) */
+	flit_ctl_names_init(&it, f, h);
+	while (flit_ctl_names_next(&it, &nm))
+		if (nm.idx >= h->count) {
+			flit_ctx_rx_counters(tp->ctx)->malformed++;
+			return 0;
+		}
+	for (unsigned i = 0; i < NENDED; i++)
+		if (tp->ended[i] == h->session_id)
+			return 0; /* a late advert of a session that ended */
 	s = sess_find(tp, h->session_id);
 	if (!s) {
 		bool any = false;
@@ -557,6 +606,10 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		}
 		if (!any)
 			return 0; /* not for us: remember nothing */
+		if (tp->nsess >= MAX_SESS) {
+			flit_ctx_rx_counters(tp->ctx)->unknown_session++;
+			return 0;
+		}
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return flit_err(ENOMEM, "udp: out of memory");
@@ -564,6 +617,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		s->id = h->session_id;
 		s->next = tp->sess;
 		tp->sess = s;
+		tp->nsess++;
 	}
 	s->last_heard = now;
 	if (s->core)
@@ -648,6 +702,8 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 			return 0;
 		}
 		s->last_heard = now;
+		if (FLIT_UNLIKELY((h.flags & FLIT_FF_RETX) && !flit_rel_rx_started(s->rel)))
+			return 0; /* a late joiner starts on live data, not on repairs for others */
 		s->cur = p;
 		s->cur_ts = d->rx_ts_hw_ns ? d->rx_ts_hw_ns : d->rx_ts_ns;
 		s->cur_ts_flags = d->rx_ts_hw_ns ? FLIT_MSGF_RECV_TS_HW :
@@ -676,8 +732,14 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 		s->last_heard = now;
 		if (!s->core)
 			return 0;
-		if (h.flags & FLIT_HBF_END)
-			return sess_unbind(s, 0, false);
+		if (h.flags & FLIT_HBF_END) {
+			/* nothing more will come: what is still missing is
+			 * lost (reported), what is held is delivered */
+			int ev = flit_rel_rx_hb(s->rel, h.seq, h.seq, now);
+			ev = (ev < 0 ? 0 : ev) + sess_unbind(s, 0, false);
+			sess_ended(tp, s, now);
+			return ev;
+		}
 		{
 			int n = flit_rel_rx_hb(s->rel, h.seq, flit_ctl_hb_trail(p), now);
 			uint64_t dl = flit_rel_rx_deadline(s->rel);
@@ -879,6 +941,8 @@ static void rebind(struct flit_tp *tp, uint64_t now)
 	tp->query_ivl = QUERY_MIN_NS / 2;
 	tp->query_at = now;
 	tp->dirty = false;
+	if (!tp->in_poll)
+		rsock_reap(tp);
 }
 
 /* Timers of the receive side: NAKs, joins, liveness, queries. */
@@ -904,8 +968,7 @@ static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 			flit_info("udp: session %08x silent for %llu ms: source gone",
 				  s->id, (unsigned long long)((now - s->last_heard) / MS));
 			ev += sess_unbind(s, FLIT_MSGF_SOURCE_DIED, false);
-			sess_delete(tp, s);
-			update_ucast_need(tp);
+			sess_ended(tp, s, now);
 			continue;
 		}
 		if (now >= s->next_join) {
@@ -1030,6 +1093,11 @@ static int udp_send(struct flit_tsrc *ts, const void *data, size_t len)
 	}
 	now = mono();
 	uint64_t tsv = s->ts ? flit_realtime_now() : 0;
+	if (FLIT_UNLIKELY(!s->batching && s->count) && src_flush_locked(s, now, false)) {
+		s->c.back_pressured++;
+		src_unlock(s);
+		return FLIT_BACK_PRESSURED;
+	}
 	if (!s->batching) {
 		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
 		uint8_t *pl = flit_frame_put_single(s->buf, s->session, s->next_seq, 0,
@@ -1124,27 +1192,36 @@ static int udp_claim(struct flit_tsrc *ts, size_t len, void **buf)
 					 s->ts ? flit_realtime_now() : 0);
 	s->claimed = true;
 	*buf = s->claim_pl;
-	/* the lock is held until commit or abort */
+	/* the caller writes the payload without the lock: the service leaves
+	 * a claimed frame alone, and sends from this thread see `claimed` */
+	src_unlock(s);
 	return 0;
 }
 
 static int udp_commit(struct flit_tsrc *ts, size_t len)
 {
 	struct udp_src *s = (struct udp_src *)ts;
-	if (!s->claimed)
+	src_lock(s);
+	if (!s->claimed) {
+		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: commit without claim", s->topic);
-	uint32_t claimed_len = flit_ld32(s->claim_pl - (s->ts ? 16 : 8) + 4);
+	}
+	uint8_t *mh = s->claim_pl - (s->ts ? 16 : 8);
+	uint32_t claimed_len = flit_ld32(mh + 4);
 	if (len > claimed_len) {
+		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: commit of %zu bytes exceeds the claim of %u",
 				s->topic, len, claimed_len);
 	}
-	flit_st32(s->claim_pl - (s->ts ? 16 : 8) + 4, (uint32_t)len);
+	flit_st32(mh + 4, (uint32_t)len);
 	s->flen = flit_frame_end_msg(s->buf, s->claim_pl, (uint32_t)len);
 	s->count++;
 	s->next_seq++;
 	s->c.msgs_sent++;
 	s->c.bytes_sent += len;
 	s->claimed = false;
+	/* the message is numbered: if the rate limit holds the frame back,
+	 * it stays pending and goes with the next send, flush or service */
 	if (!s->batching || s->flen >= s->batch_min || s->count == UINT16_MAX)
 		src_flush_locked(s, mono(), false);
 	src_unlock(s);
@@ -1154,8 +1231,11 @@ static int udp_commit(struct flit_tsrc *ts, size_t len)
 static int udp_abort(struct flit_tsrc *ts)
 {
 	struct udp_src *s = (struct udp_src *)ts;
-	if (!s->claimed)
+	src_lock(s);
+	if (!s->claimed) {
+		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: abort without claim", s->topic);
+	}
 	s->claimed = false;
 	if (!s->count)
 		s->flen = 0;
@@ -1301,7 +1381,10 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 		flit_ctl_names_init(&it, p, &h);
 		while (!match && flit_ctl_names_next(&it, &nm))
 			match = src_matches(s, &nm);
-		if (match) {
+		/* at most one direct answer per millisecond: a flood of
+		 * queries must not turn into a flood of answers */
+		if (match && now - s->last_direct >= 1 * MS) {
+			s->last_direct = now;
 			size_t l = src_info(s, s->ctl, sizeof(s->ctl));
 			sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from, sizeof(*from));
 		}
@@ -1406,7 +1489,7 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 			src_lock(s);
 			/* answer within a few ms (spread: many sources, one
 			 * query), but not more often than ADVERT_MIN_NS */
-			uint64_t at = now + rng_next(&tp->rng) % (2 * MS);
+			uint64_t at = now + rng_next(&tp->srng) % (2 * MS);
 			if (at < s->last_advert + ADVERT_MIN_NS)
 				at = s->last_advert + ADVERT_MIN_NS;
 			if (at < s->advert_at)
@@ -1439,7 +1522,7 @@ static uint64_t service_all(struct flit_tp *tp, uint64_t now)
 /* While the application polls, its poll serves the sources (every
  * HOUSE_NS) and the thread stays asleep: no wake-up steals the CPU of a
  * spinning application.  The thread takes over once polling stops. */
-#define POLL_FRESH_NS (20 * MS)
+#define POLL_FRESH_NS (2 * MS)
 
 static void *service_thread(void *arg)
 {
@@ -1528,6 +1611,7 @@ static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
 	tp->res_fd = tp->epfd = tp->wakefd = -1;
 	tp->domain = flit_domain_id(cc->domain);
 	tp->rng = mono() ^ ((uint64_t)getpid() << 32);
+	tp->srng = tp->rng * 0x9e3779b97f4a7c15ull + 1;
 	pthread_mutex_init(&tp->lock, NULL);
 	tp->iocfg = (struct flit_udp_io_cfg){
 		.backend = cc->udp_backend == 1 ? FLIT_UDP_URING : FLIT_UDP_SOCKETS,
@@ -1586,15 +1670,17 @@ static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
 	if (strcmp(cc->udp_resolver, "off")) {
 		parse_ep(cc->udp_resolver, &tp->resolver);
 		fd = udp_socket(tp, (struct in_addr){ INADDR_ANY }, ntohs(tp->resolver.sin_port), true, true);
-		if (fd >= 0 && join_group(tp, fd, tp->resolver.sin_addr) == 0 &&
-		    io_wrap(tp, fd, true, &tp->res_rx) == 0) {
+		if (fd >= 0 && join_group(tp, fd, tp->resolver.sin_addr)) {
+			close(fd);
+			fd = -1;
+		}
+		/* io_wrap owns fd from here, even when it fails */
+		if (fd >= 0 && io_wrap(tp, fd, true, &tp->res_rx) == 0) {
 			fd = udp_socket(tp, (struct in_addr){ INADDR_ANY }, ntohs(tp->resolver.sin_port), true, true);
 			if (fd >= 0 && join_group(tp, fd, tp->resolver.sin_addr) == 0)
 				tp->res_fd = fd;
 			else if (fd >= 0)
 				close(fd);
-		} else if (fd >= 0 && !tp->res_rx) {
-			close(fd);
 		}
 		if (tp->res_fd < 0) {
 			flit_warn("udp: resolver %s unusable (%s): topic resolution by multicast is off; "
@@ -1628,6 +1714,7 @@ static void udp_close(struct flit_tp *tp)
 	statics_release(tp);
 	free(tp->statics);
 	free(tp->static_uc);
+	rsock_reap(tp);
 	while (tp->socks) {
 		struct rsock *r = tp->socks;
 		tp->socks = r->next;
@@ -1684,9 +1771,10 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	snprintf(s->topic, sizeof(s->topic), "%s", topic);
-	do
-		s->session = (uint32_t)rng_next(&tp->rng);
-	while (!s->session);
+	/* the application's thread: not tp->rng (the poll thread's) */
+	while (!s->session)
+		if (getrandom(&s->session, sizeof(s->session), 0) != sizeof(s->session))
+			s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
 	s->mode = cfg->udp_mode == FLIT_UDP_UNICAST ? FLIT_MODE_UNICAST : FLIT_MODE_MCAST;
 	s->ts = cfg->timestamps;
 	s->batching = cfg->batch;
@@ -1779,10 +1867,8 @@ static void udp_src_close(struct flit_tsrc *ts)
 		epoll_ctl(tp->epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	pthread_mutex_unlock(&tp->lock);
 	src_lock(s);
-	if (s->claimed) {
-		s->claimed = false;
-		pthread_mutex_unlock(&s->lock); /* the claim held it */
-	}
+	s->claimed = false;
+	s->rate_on = false; /* the last frame goes, whatever the rate */
 	src_flush_locked(s, now, true);
 	/* tell receivers the session ended (twice: a single loss is common) */
 	size_t l = flit_ctl_hb_encode(s->ctl, sizeof(s->ctl), s->session, flit_rel_tx_next(s->rel),
@@ -1821,15 +1907,22 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	tp->in_poll = true;
 	now = mono();
 	__atomic_store_n(&tp->last_poll, now, __ATOMIC_RELAXED);
+	int err = 0;
 	for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
+		if (!r->refs)
+			continue; /* released during this poll */
 		int n = drain(tp, r->io, &r->want, limit - total, now);
 		if (n > 0)
 			total += n;
+		else if (n < 0 && !err)
+			err = n;
 	}
 	if (tp->want_ucast_every_poll && total < limit) {
 		int n = drain(tp, tp->ucast, &tp->ucast_want, limit - total, now);
 		if (n > 0)
 			total += n;
+		else if (n < 0 && !err)
+			err = n;
 	}
 	if (FLIT_UNLIKELY(now >= tp->next_house)) {
 		total += housekeeping(tp, now, limit);
@@ -1842,6 +1935,9 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	tp->in_poll = false;
 	if (FLIT_UNLIKELY(tp->dirty))
 		rebind(tp, now);
+	rsock_reap(tp);
+	if (FLIT_UNLIKELY(err) && !total)
+		return flit_err_wrap(-err, "udp: receive");
 	return total;
 }
 

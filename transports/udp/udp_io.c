@@ -150,6 +150,7 @@ struct flit_udp_io {
 	enum flit_udp_backend backend;
 	unsigned batch, dgram_max, stride;
 	bool timestamps;
+	bool tx_only;
 	struct impair *im;              /* NULL: impairment off */
 	struct flit_udp_io_stats st;
 
@@ -737,7 +738,7 @@ static int uring_open(struct flit_udp_io *io)
 	u->flags = p.flags;
 	u->single = p.flags & IORING_SETUP_SINGLE_ISSUER;
 	u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
-	for (unsigned i = 0; i < io->batch; i++)
+	for (unsigned i = 0; i < io->batch && !io->tx_only; i++)
 		u->repost[u->nrepost++] = (uint16_t)i;
 	uring_flush_reposts(io);
 	if (u->nrepost)
@@ -1042,6 +1043,7 @@ int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg, struct flit_udp_
 	io->dgram_max = cfg->dgram_max;
 	io->stride = (cfg->dgram_max + 63u) & ~63u;
 	io->timestamps = cfg->timestamps;
+	io->tx_only = cfg->tx_only;
 	io->ctl_len = cfg->timestamps ? RX_CTL_LEN : 0;
 
 	io->rxbuf = aligned_alloc(64, (size_t)io->batch * io->stride);
@@ -1127,8 +1129,8 @@ int flit_udp_io_fd(const struct flit_udp_io *io)
 
 int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
 {
-	if (FLIT_UNLIKELY(!n))
-		return 0;
+	if (FLIT_UNLIKELY(!n || io->tx_only))
+		return n ? flit_err(EINVAL, "udp io: receive on a send-only io object") : 0;
 	if (FLIT_UNLIKELY(io->im != NULL))
 		return impair_recv(io, d, n);
 	return io->backend == FLIT_UDP_URING ? uring_recv(io, d, n) : sock_recv(io, d, n);

@@ -44,6 +44,9 @@ struct flit_udp_io_cfg {
 	enum flit_udp_backend backend;
 	unsigned batch;        /* datagrams per recv/send syscall, 1..256 */
 	unsigned dgram_max;    /* largest datagram received, bytes (<= 65507) */
+	bool tx_only;          /* never receive on this object (io_uring posts
+				* no receive requests, so the socket's other
+				* readers see every datagram) */
 	bool timestamps;       /* SO_TIMESTAMPING rx software (+hardware when
 				* the NIC has a clock and the transport enabled
 				* it with SIOCSHWTSTAMP; see rx_ts_hw_ns) */
