@@ -473,8 +473,10 @@ struct flit_rx_session *flit_rx_session_new(struct flit_ctx *ctx,
 int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 			  const char *name)
 {
+	if (idx > UINT16_MAX)
+		return flit_err(EINVAL, "session %08x: topic index %u out of range", rs->session_id, idx);
 	if (idx >= rs->ntopics) {
-		struct flit_rx_topic *t = realloc(rs->topics, (idx + 1) * sizeof(*t));
+		struct flit_rx_topic *t = realloc(rs->topics, ((size_t)idx + 1) * sizeof(*t));
 		if (!t)
 			return flit_err(ENOMEM, "session: out of memory");
 		memset(t + rs->ntopics, 0, (idx + 1 - rs->ntopics) * sizeof(*t));
