@@ -37,7 +37,11 @@ BACKENDS="sockets"
 SP_MCAST=1
 OUT=
 PORT=11111
-FLIT_CFG=()
+# Like for like: sockperf leaves multicast loopback off (its default,
+# --mc-loopback-enable turns it on); flit's default is on (same-host
+# subscribers hear the group), which costs the sender a looped copy of every
+# datagram.  A later -C can turn it back on.
+FLIT_CFG=(-C "context.udp.loopback = false")
 
 usage() {
   sed -n '/^#   tools\/bench-udp.sh/,/^# Exit/p' "$0" | sed 's/^# \{0,1\}//' | sed '$d'
@@ -237,6 +241,8 @@ def generic(mode):   # the mode without the backend (a column of its own)
     return ",".join(f[:2] + ["<backend>"] + f[3:])
 print("udp ping-pong latency across the testbed, RTT/2 in ns (sockperf: %s; flit: %s)"
       % (next(iter(sp.values()))["mode"] if sp else "-", generic(pong[0]["mode"]) if pong else "-"))
+if pong and pong[0].get("config"):
+    print("flit config: %s" % pong[0]["config"])
 hdr = (f"{'size':>6} {'backend':>8} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
        f"{'flit p50':>9} {'p99':>9} {'p99.9':>9} | {'flit/sockperf p50':>17}")
 print(hdr); print("-" * len(hdr))

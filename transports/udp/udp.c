@@ -54,7 +54,7 @@
 #define US  1000ull
 #define RX_DGRAM_MAX   65507u
 #define CTL_BUF        2048u
-#define HOUSE_NS       (1 * MS)   /* receive-side housekeeping period */
+#define HOUSE_NS       (5 * MS)   /* housekeeping period when no timer is due sooner */
 #define JOIN_NS        (1000 * MS)/* receiver keepalive to its sources */
 #define RCV_EXPIRE_NS  (3500 * MS)/* a source forgets a silent receiver */
 #define QUERY_MIN_NS   (10 * MS)
@@ -182,6 +182,7 @@ struct flit_tp {
 	bool thread_on, stop;
 	uint64_t last_poll;          /* when flit_ctx_poll() last ran (atomic) */
 	uint64_t srng;               /* the service's random numbers (tp->lock) */
+	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
 };
 
@@ -1523,18 +1524,29 @@ static uint64_t service_all(struct flit_tp *tp, uint64_t now)
  * HOUSE_NS) and the thread stays asleep: no wake-up steals the CPU of a
  * spinning application.  The thread takes over once polling stops. */
 #define POLL_FRESH_NS (2 * MS)
+#define POLL_NAP_MAX_NS (50 * MS)
 
 static void *service_thread(void *arg)
 {
 	struct flit_tp *tp = arg;
 	struct epoll_event ev[16];
 
+	uint64_t nap = 0;
+
 	for (;;) {
 		uint64_t now = mono();
 		uint64_t lp = __atomic_load_n(&tp->last_poll, __ATOMIC_RELAXED);
 		if (lp && now - lp < POLL_FRESH_NS) {
+			/* the application polls: check back later, less and less
+			 * often (up to POLL_NAP_MAX_NS), but within a batch
+			 * interval while a batching source exists */
 			struct pollfd pf = { .fd = tp->wakefd, .events = POLLIN };
-			uint64_t w = lp + POLL_FRESH_NS - now;
+			nap = nap ? nap * 2 : POLL_FRESH_NS;
+			if (nap > POLL_NAP_MAX_NS)
+				nap = POLL_NAP_MAX_NS;
+			uint64_t w = nap, cap = __atomic_load_n(&tp->batch_cap, __ATOMIC_RELAXED);
+			if (cap && cap < w)
+				w = cap;
 			struct timespec to = { .tv_sec = (time_t)(w / 1000000000ull),
 					       .tv_nsec = (long)(w % 1000000000ull) };
 			if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
@@ -1546,6 +1558,7 @@ static void *service_thread(void *arg)
 			}
 			continue;
 		}
+		nap = 0;
 		uint64_t next = service_all(tp, now);
 		if (__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE))
 			break;
@@ -1823,6 +1836,11 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	pthread_mutex_lock(&tp->lock);
 	s->next = tp->srcs;
 	tp->srcs = s;
+	if (s->batching) {
+		uint64_t cap = __atomic_load_n(&tp->batch_cap, __ATOMIC_RELAXED);
+		if (!cap || s->batch_ivl < cap)
+			__atomic_store_n(&tp->batch_cap, s->batch_ivl, __ATOMIC_RELAXED);
+	}
 	if (tp->thread_on) {
 		struct epoll_event e = { .events = EPOLLIN, .data.fd = s->fd };
 		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, s->fd, &e);
@@ -1865,6 +1883,11 @@ static void udp_src_close(struct flit_tsrc *ts)
 		}
 	if (tp->thread_on)
 		epoll_ctl(tp->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	uint64_t cap = 0;
+	for (struct udp_src *o = tp->srcs; o; o = o->next)
+		if (o->batching && (!cap || o->batch_ivl < cap))
+			cap = o->batch_ivl;
+	__atomic_store_n(&tp->batch_cap, cap, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&tp->lock);
 	src_lock(s);
 	s->claimed = false;
