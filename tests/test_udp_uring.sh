@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole udp integration suite (tests/test_udp.c) again with every
+# context on the io_uring backend (cases that name a backend keep theirs):
+# "the io_uring backend passes the same tests as the socket backend".
+set -u
+bin="${BUILD:-build}/tests/test_udp"
+[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+export FLIT_CONTEXT_UDP_BACKEND=io_uring
+exec "$bin"
