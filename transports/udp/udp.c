@@ -571,6 +571,14 @@ static void update_ucast_need(struct flit_tp *tp)
 			tp->want_ucast_every_poll = true;
 }
 
+/* A decoded name (not NUL-terminated, 1..255 bytes) as a C string in buf. */
+static const char *ctl_name_str(const struct flit_ctl_name *nm, char buf[FLIT_TOPIC_MAX + 1])
+{
+	memcpy(buf, nm->name, nm->len);
+	buf[nm->len] = '\0';
+	return buf;
+}
+
 /* An INFO frame (from the resolver, a query reply, or a static source). */
 static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
 		   const struct sockaddr_in *from, uint64_t now)
@@ -579,7 +587,6 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	struct flit_ctl_name_iter it;
 	struct flit_ctl_name nm;
 	struct rsess *s;
-	int ev = 0;
 
 	flit_ctl_info_get(f, &in);
 	if (in.domain != tp->domain || h->count == 0)
@@ -601,9 +608,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		flit_ctl_names_init(&it, f, h);
 		while (flit_ctl_names_next(&it, &nm)) {
 			char name[FLIT_TOPIC_MAX + 1];
-			memcpy(name, nm.name, nm.len);
-			name[nm.len] = '\0';
-			any |= flit_ctx_wants(tp->ctx, name);
+			any |= flit_ctx_wants(tp->ctx, ctl_name_str(&nm, name));
 		}
 		if (!any)
 			return 0; /* not for us: remember nothing */
@@ -655,7 +660,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		if (err < 0)
 			flit_warn("udp: cannot join session %08x: %s", s->id, flit_errmsg());
 	}
-	return ev;
+	return 0;
 }
 
 /* A frame of a session we do not know: ask its sender who it is (rate
@@ -1078,6 +1083,38 @@ static int src_flush_locked(struct udp_src *s, uint64_t now, bool raw)
 static void src_lock(struct udp_src *s) { pthread_mutex_lock(&s->lock); }
 static void src_unlock(struct udp_src *s) { pthread_mutex_unlock(&s->lock); }
 
+/* Room at the end of the frame being built for a message of `len` bytes:
+ * sends the frame first if the message would not fit, starts a frame if
+ * none is open.  0, FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
+static int src_make_room(struct udp_src *s, size_t len, uint64_t now)
+{
+	if (s->count && s->flen + flit_msg_wire_len(len, s->ts) > s->max_dgram) {
+		int r = src_flush_locked(s, now, false);
+		if (r)
+			return r;
+	}
+	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv)
+		return FLIT_NOT_CONNECTED;
+	if (!s->count) {
+		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+		s->flen = FLIT_FRAME_HDR_LEN;
+		s->batch_t0 = now;
+	}
+	return 0;
+}
+
+/* Account the message whose payload was just written at pl; true when the
+ * frame is due to be sent (unbatched, batch_min reached, or count full). */
+static bool src_msg_done(struct udp_src *s, uint8_t *pl, uint32_t len)
+{
+	s->flen = flit_frame_end_msg(s->buf, pl, len);
+	s->count++;
+	s->next_seq++;
+	s->c.msgs_sent++;
+	s->c.bytes_sent += len;
+	return !s->batching || s->flen >= s->batch_min || s->count == UINT16_MAX;
+}
+
 static int udp_send(struct flit_tsrc *ts, const void *data, size_t len)
 {
 	struct udp_src *s = (struct udp_src *)ts;
@@ -1127,33 +1164,17 @@ static int udp_send(struct flit_tsrc *ts, const void *data, size_t len)
 		return 0;
 	}
 	/* implicit batching */
-	size_t need = flit_msg_wire_len(len, s->ts);
-	if (s->count && s->flen + need > s->max_dgram) {
-		r = src_flush_locked(s, now, false);
-		if (r) {
+	r = src_make_room(s, len, now);
+	if (r) {
+		if (r == FLIT_BACK_PRESSURED)
 			s->c.back_pressured++;
-			src_unlock(s);
-			return r;
-		}
-	}
-	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv) {
 		src_unlock(s);
-		return FLIT_NOT_CONNECTED;
-	}
-	if (!s->count) {
-		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
-		s->flen = FLIT_FRAME_HDR_LEN;
-		s->batch_t0 = now;
+		return r;
 	}
 	uint8_t *pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts, tsv);
 	if (len)
 		memcpy(pl, data, len);
-	s->flen = flit_frame_end_msg(s->buf, pl, (uint32_t)len);
-	s->count++;
-	s->next_seq++;
-	s->c.msgs_sent++;
-	s->c.bytes_sent += len;
-	if (s->flen >= s->batch_min || s->count == UINT16_MAX)
+	if (src_msg_done(s, pl, (uint32_t)len))
 		src_flush_locked(s, now, false);
 	src_unlock(s);
 	return 0;
@@ -1172,22 +1193,10 @@ static int udp_claim(struct flit_tsrc *ts, size_t len, void **buf)
 		return flit_err(EBUSY, "udp: %s: already claimed", s->topic);
 	}
 	now = mono();
-	size_t need = flit_msg_wire_len(len, s->ts);
-	if (s->count && s->flen + need > s->max_dgram) {
-		int r = src_flush_locked(s, now, false);
-		if (r) {
-			src_unlock(s);
-			return r;
-		}
-	}
-	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv) {
+	int r = src_make_room(s, len, now);
+	if (r) {
 		src_unlock(s);
-		return FLIT_NOT_CONNECTED;
-	}
-	if (!s->count) {
-		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
-		s->flen = FLIT_FRAME_HDR_LEN;
-		s->batch_t0 = now;
+		return r;
 	}
 	s->claim_pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts,
 					 s->ts ? flit_realtime_now() : 0);
@@ -1215,15 +1224,10 @@ static int udp_commit(struct flit_tsrc *ts, size_t len)
 				s->topic, len, claimed_len);
 	}
 	flit_st32(mh + 4, (uint32_t)len);
-	s->flen = flit_frame_end_msg(s->buf, s->claim_pl, (uint32_t)len);
-	s->count++;
-	s->next_seq++;
-	s->c.msgs_sent++;
-	s->c.bytes_sent += len;
 	s->claimed = false;
 	/* the message is numbered: if the rate limit holds the frame back,
 	 * it stays pending and goes with the next send, flush or service */
-	if (!s->batching || s->flen >= s->batch_min || s->count == UINT16_MAX)
+	if (src_msg_done(s, s->claim_pl, (uint32_t)len))
 		src_flush_locked(s, mono(), false);
 	src_unlock(s);
 	return 0;
@@ -1337,8 +1341,7 @@ static void src_add_rcv(struct udp_src *s, const struct sockaddr_in *a, bool lea
 static bool src_matches(const struct udp_src *s, const struct flit_ctl_name *nm)
 {
 	char name[FLIT_TOPIC_MAX + 1];
-	memcpy(name, nm->name, nm->len);
-	name[nm->len] = '\0';
+	ctl_name_str(nm, name);
 	if (nm->kind == FLIT_NAME_PATTERN)
 		return fnmatch(name, s->topic, 0) == 0;
 	return strcmp(name, s->topic) == 0;
@@ -1584,29 +1587,59 @@ static void wake(struct flit_tp *tp)
 		(void)0;
 }
 
+static void thread_watch(struct flit_tp *tp, int fd)
+{
+	struct epoll_event e = { .events = EPOLLIN, .data.fd = fd };
+	epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &e);
+}
+
+/* Start the service thread, watching the resolver and every source so far
+ * (sources opened later are added by udp_src_open). */
 static int thread_start(struct flit_tp *tp)
 {
-	struct epoll_event e = { .events = EPOLLIN };
 	int err;
 
 	if (tp->thread_on || tp->cc->udp_service != FLIT_UDP_SERVICE_THREAD)
 		return 0;
 	tp->epfd = epoll_create1(EPOLL_CLOEXEC);
 	tp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (tp->epfd < 0 || tp->wakefd < 0)
-		return flit_err(errno, "udp: service thread: %s", strerror(errno));
-	e.data.fd = tp->wakefd;
-	epoll_ctl(tp->epfd, EPOLL_CTL_ADD, tp->wakefd, &e);
-	if (tp->res_fd >= 0) {
-		e.data.fd = tp->res_fd;
-		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, tp->res_fd, &e);
+	if (tp->epfd < 0 || tp->wakefd < 0) {
+		err = flit_err(errno, "udp: service thread: %s", strerror(errno));
+		goto fail;
 	}
+	thread_watch(tp, tp->wakefd);
+	if (tp->res_fd >= 0)
+		thread_watch(tp, tp->res_fd);
+	pthread_mutex_lock(&tp->lock);
+	for (struct udp_src *s = tp->srcs; s; s = s->next)
+		thread_watch(tp, s->fd);
+	pthread_mutex_unlock(&tp->lock);
 	err = pthread_create(&tp->thread, NULL, service_thread, tp);
-	if (err)
-		return flit_err(err, "udp: cannot start the service thread: %s", strerror(err));
+	if (err) {
+		err = flit_err(err, "udp: cannot start the service thread: %s", strerror(err));
+		goto fail;
+	}
 	pthread_setname_np(tp->thread, "flit-udp");
 	tp->thread_on = true;
 	return 0;
+fail:
+	if (tp->epfd >= 0)
+		close(tp->epfd);
+	if (tp->wakefd >= 0)
+		close(tp->wakefd);
+	tp->epfd = tp->wakefd = -1;
+	return err;
+}
+
+/* The service thread's longest nap while the application polls: the
+ * shortest batch interval of a batching source (0: none).  tp->lock held. */
+static void batch_cap_update(struct flit_tp *tp)
+{
+	uint64_t cap = 0;
+	for (struct udp_src *o = tp->srcs; o; o = o->next)
+		if (o->batching && (!cap || o->batch_ivl < cap))
+			cap = o->batch_ivl;
+	__atomic_store_n(&tp->batch_cap, cap, __ATOMIC_RELAXED);
 }
 
 /* ---- transport operations --------------------------------------------------- */
@@ -1836,24 +1869,13 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	pthread_mutex_lock(&tp->lock);
 	s->next = tp->srcs;
 	tp->srcs = s;
-	if (s->batching) {
-		uint64_t cap = __atomic_load_n(&tp->batch_cap, __ATOMIC_RELAXED);
-		if (!cap || s->batch_ivl < cap)
-			__atomic_store_n(&tp->batch_cap, s->batch_ivl, __ATOMIC_RELAXED);
-	}
-	if (tp->thread_on) {
-		struct epoll_event e = { .events = EPOLLIN, .data.fd = s->fd };
-		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, s->fd, &e);
-	}
+	batch_cap_update(tp);
+	if (tp->thread_on)
+		thread_watch(tp, s->fd);
 	pthread_mutex_unlock(&tp->lock);
-	if ((err = thread_start(tp))) {
+	if (thread_start(tp))
 		flit_warn("%s; sources are served by flit_ctx_poll() only", flit_errmsg());
-		err = 0;
-	} else if (tp->thread_on) {
-		struct epoll_event e = { .events = EPOLLIN, .data.fd = s->fd };
-		epoll_ctl(tp->epfd, EPOLL_CTL_ADD, s->fd, &e); /* EEXIST if added above */
-		wake(tp);
-	}
+	wake(tp);
 	{
 		char e[48];
 		flit_info("udp: source %s session %08x to %s", topic, s->session, ep(&s->dest, e, sizeof(e)));
@@ -1883,11 +1905,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 		}
 	if (tp->thread_on)
 		epoll_ctl(tp->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-	uint64_t cap = 0;
-	for (struct udp_src *o = tp->srcs; o; o = o->next)
-		if (o->batching && (!cap || o->batch_ivl < cap))
-			cap = o->batch_ivl;
-	__atomic_store_n(&tp->batch_cap, cap, __ATOMIC_RELAXED);
+	batch_cap_update(tp);
 	pthread_mutex_unlock(&tp->lock);
 	src_lock(s);
 	s->claimed = false;
