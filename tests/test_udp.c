@@ -74,7 +74,13 @@ static void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
 	case FLIT_MSG_LOSS:
 		st->r.loss_events++;
 		st->r.lost += m->lost;
-		if (st->started && m->seq != st->next)
+		if (!st->started) {
+			/* the session's first messages may be the lost ones */
+			st->started = true;
+			st->first = st->r.first_seq = m->seq;
+			st->next = m->seq;
+		}
+		if (m->seq != st->next)
 			st->r.order_errors++;
 		st->next = m->seq + m->lost;
 		break;
