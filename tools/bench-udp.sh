@@ -115,17 +115,22 @@ echo "sockperf $(sockperf --version 2>&1 | sed -n 's/.*version \([^ ]*\).*/\1/p'
 echo "results: $OUT"
 echo
 
-# sockperf_run SIZE: one server/client pair; appends one JSON line to $OUT.
-sockperf_run() {
-  local size=$1 log="$work/sockperf-$1.log" i
+# sockperf_server: start a sockperf server in host 2 (pid in $srv) and wait
+# until it listens (its "[SERVER] listen on" line).
+sockperf_server() {
   "$TB" exec --name "$NAME" --host 2 -- taskset -c 1 \
     sockperf sr "${SP_SRV[@]}" -p "$PORT" --nonblocked >"$work/sockperf-sr.log" 2>&1 &
   srv=$!
-  # wait until the server listens (its "[SERVER] listen on" line)
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     grep -q 'listen on' "$work/sockperf-sr.log" 2>/dev/null && break
     sleep 0.1
   done
+}
+
+# sockperf_run SIZE: one server/client pair; appends one JSON line to $OUT.
+sockperf_run() {
+  local size=$1 log="$work/sockperf-$1.log"
+  sockperf_server
   if ! "$TB" exec --name "$NAME" --host 1 -- taskset -c 0 \
       sockperf pp "${SP_CLI[@]}" -p "$PORT" --nonblocked -m "$size" -t "$SP_TIME" \
       >"$log" 2>&1; then
@@ -157,14 +162,8 @@ EOF
 # sockperf_tp SIZE: sockperf throughput for THRU_DURATION s; appends one JSON
 # line (what the server received) to $OUT.
 sockperf_tp() {
-  local size=$1 log="$work/sockperf-tp-$1.log" i
-  "$TB" exec --name "$NAME" --host 2 -- taskset -c 1 \
-    sockperf sr "${SP_SRV[@]}" -p "$PORT" --nonblocked >"$work/sockperf-sr.log" 2>&1 &
-  srv=$!
-  for i in $(seq 1 50); do
-    grep -q 'listen on' "$work/sockperf-sr.log" 2>/dev/null && break
-    sleep 0.1
-  done
+  local size=$1 log="$work/sockperf-tp-$1.log"
+  sockperf_server
   if ! "$TB" exec --name "$NAME" --host 1 -- taskset -c 0 \
       sockperf tp "${SP_CLI[@]}" -p "$PORT" --nonblocked -m "$size" -t "$THRU_DURATION" \
       >"$log" 2>&1; then
@@ -174,7 +173,7 @@ sockperf_tp() {
   fi
   sleep 0.2                         # the last datagrams
   kill -INT "$srv" 2>/dev/null      # SIGINT: the server prints its count
-  for i in $(seq 1 30); do
+  for _ in $(seq 1 30); do
     grep -q 'messages received' "$work/sockperf-sr.log" && break
     sleep 0.1
   done

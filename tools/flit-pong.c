@@ -679,12 +679,7 @@ static void parse(int argc, char **argv, struct options *o)
 			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
 			prefix_set = true;
 			break;
-		case 'C':
-			if (ncfg == TOOL_CONFIG_LINES - 1)
-				tool_usage_exit("--config: at most %d lines",
-						TOOL_CONFIG_LINES - 1);
-			cfg[ncfg++] = optarg;
-			break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
 		case OPT_PEER_NETNS:
 			o->peer_netns = tool_parse_netns("--peer-netns", optarg);

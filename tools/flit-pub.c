@@ -137,12 +137,7 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'l': o->linger_ms = (unsigned)tool_parse_count("linger", optarg, 0, 3600000); break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400); break;
 		case 'S': o->timestamps = true; break;
-		case 'C':
-			if (ncfg == TOOL_CONFIG_LINES - 1)
-				tool_usage_exit("--config: at most %d lines",
-						TOOL_CONFIG_LINES - 1);
-			cfg[ncfg++] = optarg;
-			break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
 		default: tool_getopt_error(opt, argv);

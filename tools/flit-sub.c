@@ -187,12 +187,7 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'B': o->max_bytes = tool_parse_size("max-bytes", optarg, 0, 1 << 30); break;
 		case 's': o->spin = true; break;
 		case 'S': o->timestamps = true; break;
-		case 'C':
-			if (ncfg == TOOL_CONFIG_LINES - 1)
-				tool_usage_exit("--config: at most %d lines",
-						TOOL_CONFIG_LINES - 1);
-			cfg[ncfg++] = optarg;
-			break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
 		default: tool_getopt_error(opt, argv);

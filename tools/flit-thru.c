@@ -877,12 +877,7 @@ static void parse(int argc, char **argv, struct options *o)
 			break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.01, 3600); break;
 		case 'W': o->window = (int64_t)tool_parse_count("window", optarg, 0, 1ull << 30); break;
-		case 'C':
-			if (ncfg == TOOL_CONFIG_LINES - 1)
-				tool_usage_exit("--config: at most %d lines",
-						TOOL_CONFIG_LINES - 1);
-			cfg[ncfg++] = optarg;
-			break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
 		case OPT_PEER_NETNS:
 			o->peer_netns = tool_parse_netns("--peer-netns", optarg);

@@ -372,6 +372,13 @@ static bool has_scope(const char *k, size_t n)
 	return false;
 }
 
+void tool_config_defer(const char **lines, int *n, const char *arg)
+{
+	if (*n == TOOL_CONFIG_LINES - 1)
+		tool_usage_exit("--config: at most %d lines", TOOL_CONFIG_LINES - 1);
+	lines[(*n)++] = arg;
+}
+
 void tool_config_add_user(struct tool_config *c, const char *arg,
 			  const char *scope)
 {

@@ -113,6 +113,9 @@ struct tool_config {
 void tool_config_init(struct tool_config *c);
 /* One line of the tool's own (printf format; no newline in it). */
 void tool_config_add(struct tool_config *c, const char *fmt, ...) TOOL_FMT(2, 3);
+/* Keep a -C argument in lines[*n] until the tool's own lines are in (-t may
+ * come after -C); usage error (exit 2) past TOOL_CONFIG_LINES - 1 lines. */
+void tool_config_defer(const char **lines, int *n, const char *arg);
 /* One -C argument: a line, as given (usage error, exit 2, for a newline in
  * it or too much text).  With `scope` ("source", "receiver"), a bare
  * "key = value" whose key names no scope gets "scope." put in front (so
