@@ -37,8 +37,9 @@ LIBBPF_CFLAGS := $(shell $(PKG_CONFIG) --cflags libbpf 2>/dev/null)
 LIBBPF_LIBS   := $(shell $(PKG_CONFIG) --libs libbpf 2>/dev/null)
 CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 URING_LIBS    := $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null || echo -luring)
+XDP_LIBS      := $(shell $(PKG_CONFIG) --libs libxdp libbpf 2>/dev/null || echo -lxdp -lbpf)
 # what the library itself needs at link time (also Libs.private of flit.pc)
-LIB_LIBS      := $(URING_LIBS)
+LIB_LIBS      := $(URING_LIBS) $(XDP_LIBS)
 
 ifeq ($(V),1)
 Q :=
@@ -56,6 +57,7 @@ TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/flit-*.c))
 TOOL_LIB   := $(filter-out $(wildcard tools/flit-*.c),$(wildcard tools/*.c))
 TOOL_OBJS  := $(TOOL_LIB:%.c=$(BUILD)/%.o)
 TOOLS      := $(TOOL_NAMES:%=$(BUILD)/tools/%)
+LOADER     := $(patsubst loader/%.c,$(BUILD)/loader/%,$(wildcard loader/flit-*.c))
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)
 BPF_OBJS   := $(BPF_SRCS:%.c=$(BUILD)/%.o)
 BPF_SKELS  := $(BPF_SRCS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
@@ -69,10 +71,10 @@ SONAME     := libflit.so.$(SOVERSION)
 STLIB      := $(BUILD)/libflit.a
 
 .SECONDARY: $(BPF_OBJS) $(TOOL_NAMES:%=$(BUILD)/tools/%.o) $(TOOL_OBJS)
-.PHONY: all lib tools tests bpf check demo bench fuzz fuzz-build install deps clean help
+.PHONY: all lib tools loader tests bpf check demo bench fuzz fuzz-build install deps clean help
 .DEFAULT_GOAL := all
 
-all: lib tools bpf tests $(BUILD)/flit.pc
+all: lib tools loader bpf tests $(BUILD)/flit.pc
 
 help:
 	@sed -n '1,8p' Makefile
@@ -82,6 +84,7 @@ deps:
 
 lib: $(SHLIB) $(STLIB)
 tools: $(TOOLS)
+loader: $(LOADER)
 bpf: $(BPF_SKELS)
 tests: $(TEST_BINS)
 
@@ -110,6 +113,12 @@ $(BUILD)/flit.pc: flit.pc.in Makefile
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(TOOL_OBJS) $(STLIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(TOOL_OBJS) $(STLIB) $(LIB_LIBS) -lm
+
+$(BUILD)/loader/%: loader/%.c $(TOOL_OBJS) $(STLIB) $(LIB_HDRS) $(wildcard tools/*.h) $(BPF_SKELS)
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) -Itools $(CFLAGS_ALL) $(LIBBPF_CFLAGS) $(LDFLAGS_ALL) -o $@ $< \
+		$(TOOL_OBJS) $(STLIB) $(LIB_LIBS) -lm
 
 # ---- BPF: vmlinux.h from the running kernel's BTF, objects, skeletons -----
 $(BUILD)/bpf/vmlinux.h:
@@ -175,7 +184,7 @@ install: all
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libflit.so
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/flit.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
-	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(TOOLS) $(LOADER) $(DESTDIR)$(BINDIR)/
 	for s in 1 3 7; do \
 		ls docs/man/*.$$s >/dev/null 2>&1 || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; \

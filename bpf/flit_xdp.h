@@ -1,20 +1,95 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Layouts shared by the XDP program and user space (loader, xdp transport).
- * Bump FLIT_XDP_VERSION whenever a map layout or meaning changes: the loader
- * refuses to reuse a pinned program of another version. */
+/*
+ * Layouts shared by the XDP steering program (bpf/flit_xdp.bpf.c) and user
+ * space (flit-loader, the xdp transport).  Plain C types only: the program
+ * includes it after vmlinux.h, user space after <linux/types.h>.
+ *
+ * Bump FLIT_XDP_VERSION whenever a map layout or meaning changes: user space
+ * refuses pinned maps of another version (the program's .rodata
+ * flit_xdp_version and the pinned "version" array hold it).
+ *
+ * Maps (the object's map names; pinned by user space under
+ * /sys/fs/bpf/flit/<ifname>/<name>):
+ *   flows     HASH   struct flit_xdp_flow_key -> struct flit_xdp_flow
+ *   xsks      XSKMAP u32 slot -> AF_XDP socket (slot = flow.slot_base + rx queue)
+ *   sessions  HASH   u32 session id -> u32 (FLIT_XDP_SESS_*)
+ *   topics    HASH   struct flit_xdp_topic_key -> u32 (1: wanted)
+ *   counters  PERCPU_ARRAY u32 (enum flit_xdp_counter) -> u64
+ *   version   ARRAY  u32 0 -> u32 FLIT_XDP_VERSION (written at load)
+ *
+ * The program's decisions (every packet gets exactly one verdict counter
+ * and, for XDP_PASS, one reason counter):
+ *   - not a flit flow (not Ethernet/[802.1Q|802.1ad]{0,2}/IPv4/UDP, an IPv4
+ *     fragment, or (daddr, dport) not in flows): XDP_PASS, untouched;
+ *   - a flow's UDP payload without the flit magic: XDP_PASS (NOT_FLIT);
+ *   - a flow's flit DATA frame whose header or message lengths fail the
+ *     checks of docs/PROTOCOL.md within the packet: XDP_DROP (MALFORMED);
+ *   - a DATA frame of a session listed in sessions with FLIT_XDP_SESS_FILTER
+ *     in which no message's (session, topic) is in topics: XDP_DROP
+ *     (FILTERED); a frame with any wanted message, or more messages than
+ *     FLIT_XDP_WALK_MAX, is steered whole;
+ *   - everything else on a flow (all control frames, DATA of sessions not
+ *     listed): redirected to xsks[slot_base + rx_queue_index]; no socket
+ *     there: XDP_PASS (NO_SOCKET), so a kernel socket on the group still
+ *     gets it.
+ */
 #ifndef FLIT_XDP_H
 #define FLIT_XDP_H
 
-#define FLIT_XDP_VERSION 1
+#define FLIT_XDP_VERSION 2
+
+#define FLIT_XDP_FLOWS_MAX    1024
+#define FLIT_XDP_XSKS_MAX     64    /* slots in xsks */
+#define FLIT_XDP_SESSIONS_MAX 16384
+#define FLIT_XDP_TOPICS_MAX   65536
+#define FLIT_XDP_WALK_MAX     32    /* messages the topic filter reads per frame */
+
+/* Key of flows: destination of the UDP datagram, both in network order. */
+struct flit_xdp_flow_key {
+	__u32 daddr;
+	__u16 dport;
+	__u16 pad;   /* 0 */
+};
+
+struct flit_xdp_flow {
+	__u32 slot_base;   /* xsks slot of rx queue 0 */
+	__u32 flags;       /* 0 (reserved) */
+};
+
+/* value bits of sessions */
+#define FLIT_XDP_SESS_FILTER 0x1u  /* drop DATA frames with no wanted topic */
+
+struct flit_xdp_topic_key {
+	__u32 session;     /* host order, as in the frame (little-endian wire) */
+	__u32 topic;       /* topic index within the session */
+};
 
 /* per-CPU counters, index = enum flit_xdp_counter */
 enum flit_xdp_counter {
-	FLIT_XDP_PASSED = 0,     /* handed to the kernel stack */
+	/* verdicts: each packet counts in exactly one of these */
+	FLIT_XDP_PASSED = 0,     /* XDP_PASS: handed to the kernel stack */
 	FLIT_XDP_REDIRECTED,     /* steered to an AF_XDP socket */
-	FLIT_XDP_FILTERED,       /* dropped: topic nobody here wants */
-	FLIT_XDP_MALFORMED,      /* dropped: flit frame that fails checks */
-	FLIT_XDP_NO_SOCKET,      /* flit flow without a bound socket */
+	FLIT_XDP_FILTERED,       /* XDP_DROP: topic nobody here wants */
+	FLIT_XDP_MALFORMED,      /* XDP_DROP: flit frame that fails checks */
+	/* reasons of XDP_PASS: each passed packet counts in one of these */
+	FLIT_XDP_PASS_SHORT,     /* truncated Ethernet/VLAN/IPv4/UDP header */
+	FLIT_XDP_PASS_NOT_IPV4,  /* other EtherType (ARP, ...) except IPv6 */
+	FLIT_XDP_PASS_IPV6,      /* IPv6 (flit flows are IPv4) */
+	FLIT_XDP_PASS_NOT_UDP,   /* IPv4, another protocol */
+	FLIT_XDP_PASS_FRAGMENT,  /* IPv4 fragment: the kernel reassembles */
+	FLIT_XDP_PASS_NO_FLOW,   /* UDP to a (daddr, dport) not in flows */
+	FLIT_XDP_PASS_NOT_FLIT,  /* a flow's payload is not a flit frame */
+	FLIT_XDP_NO_SOCKET,      /* a flow's frame, no socket in its slot */
+	/* extra information (not verdicts) */
+	FLIT_XDP_VLAN,           /* frames that carried 802.1Q/802.1ad tags */
+	FLIT_XDP_WALK_LIMIT,     /* frames steered unread past FLIT_XDP_WALK_MAX */
 	FLIT_XDP_COUNTERS,
 };
+
+#define FLIT_XDP_COUNTER_NAMES {                                          \
+	"passed", "redirected", "filtered", "malformed",                  \
+	"pass_short", "pass_not_ipv4", "pass_ipv6", "pass_not_udp",       \
+	"pass_fragment", "pass_no_flow", "pass_not_flit", "pass_no_socket", \
+	"vlan", "walk_limit" }
 
 #endif

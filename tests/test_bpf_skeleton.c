@@ -39,7 +39,7 @@ static uint64_t counter_sum(int idx)
 	uint64_t vals[ncpu], sum = 0;
 	uint32_t key = (uint32_t)idx;
 
-	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.flit_counters), &key, vals), 0);
+	assert_int_equal(bpf_map_lookup_elem(bpf_map__fd(skel->maps.counters), &key, vals), 0);
 	for (int i = 0; i < ncpu; i++)
 		sum += vals[i];
 	return sum;

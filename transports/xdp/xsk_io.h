@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * AF_XDP data path of the xdp transport: one AF_XDP socket per rx queue of an
+ * interface (libxdp's xsk API), each with its own UMEM; receive parses
+ * Ethernet[/802.1Q]/IPv4/UDP and hands out UDP payloads, send builds the
+ * same frames the kernel would send for a UDP socket bound to the
+ * interface's address (IPv4 header and UDP checksums computed, multicast
+ * MAC mapping, unicast next hop's MAC from the kernel's route and neighbour
+ * tables over rtnetlink).  The datagram views are struct flit_udp_dgram, so
+ * the udp transport's session code handles them unchanged.
+ *
+ * This object never loads an XDP program (XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD):
+ * the caller puts flit_xsk_fd(x, q) into the steering program's xsks map.
+ *
+ * UMEM per queue: frames of cfg.frame_size bytes, half for receive (the fill
+ * ring is kept full) and half for send (a free list refilled from the
+ * completion ring).  Huge pages when cfg.hugepages (falls back to normal
+ * pages with a warning when none are reserved).  Zero-copy is asked for
+ * when cfg.zerocopy allows and the driver can; otherwise copy mode, and
+ * flit_xsk_describe() says which, never hiding it.
+ *
+ * Threads: recv from one thread at a time; send may be called from any
+ * thread (an internal spinlock serializes the tx ring and free list; recv
+ * never takes it).
+ */
+#ifndef FLIT_XSK_IO_H
+#define FLIT_XSK_IO_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "udp/udp_io.h"   /* struct flit_udp_dgram */
+
+enum flit_xsk_zc {
+	FLIT_XSK_ZC_AUTO = 0,   /* zero-copy if the driver has it, else copy */
+	FLIT_XSK_ZC_OFF,        /* copy mode */
+	FLIT_XSK_ZC_ON,         /* zero-copy or fail (-EOPNOTSUPP) */
+};
+
+struct flit_xsk_cfg {
+	char ifname[16];
+	unsigned queues;        /* rx queues 0..queues-1 (0: all of the device's) */
+	unsigned frames;        /* UMEM frames per queue, power of 2 (default 4096) */
+	unsigned frame_size;    /* 2048 or 4096 (default 2048) */
+	unsigned ring_size;     /* rx/tx/fill/completion ring entries (default 1024) */
+	bool hugepages;
+	enum flit_xsk_zc zerocopy;
+	bool xdp_skb_mode;      /* the program runs in skb (generic) mode: bind
+				 * with XDP_COPY (libxdp needs the same mode) */
+	bool need_wakeup;       /* XDP_USE_NEED_WAKEUP (default on) */
+	unsigned busy_poll_us;  /* SO_PREFER_BUSY_POLL + SO_BUSY_POLL (0: off) */
+	unsigned busy_poll_budget; /* SO_BUSY_POLL_BUDGET (0: kernel default) */
+	bool verify_csum;       /* drop received UDP datagrams with a bad
+				 * checksum (IPv4 header checksum is always
+				 * verified) */
+	uint8_t ttl;            /* of sent IPv4 packets (multicast TTL) */
+};
+
+/* Per object, summed over queues.  rx_frames: taken from rx rings;
+ * rx_dropped_*: frames not handed out (counted, freed): too short or
+ * inconsistent Ethernet/IPv4/UDP headers, not IPv4/UDP, bad IPv4 header
+ * checksum, bad UDP checksum.  tx_*: frames put on tx rings; tx_full: sends
+ * refused for a full ring or no free frame; tx_no_neigh: unicast sends
+ * refused because the next hop's MAC is not known yet (a neighbour
+ * resolution was started: the caller sends that one through the kernel);
+ * tx_too_big: datagram larger than a frame holds.  wakeups: sendto/recvfrom
+ * /poll syscalls made for kicks and need_wakeup. */
+struct flit_xsk_stats {
+	uint64_t rx_frames, rx_bytes;
+	uint64_t rx_dropped_short, rx_dropped_proto, rx_dropped_ipcsum,
+		 rx_dropped_udpcsum;
+	uint64_t tx_frames, tx_bytes, tx_full, tx_no_neigh, tx_too_big;
+	uint64_t wakeups;
+};
+
+struct flit_xsk;
+
+/* Create the sockets (retrying EBUSY for up to 1 s: a socket closed just
+ * before on the same queue).  Needs CAP_NET_RAW (and CAP_IPC_LOCK for UMEM
+ * beyond RLIMIT_MEMLOCK): -EPERM with a trail naming it.  The interface must
+ * have an IPv4 address (the source address of sends). */
+int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out);
+void flit_xsk_close(struct flit_xsk *x);
+
+unsigned flit_xsk_queues(const struct flit_xsk *x);
+int flit_xsk_fd(const struct flit_xsk *x, unsigned queue);
+struct in_addr flit_xsk_addr(const struct flit_xsk *x);   /* interface IPv4 */
+/* "copy mode, skb, need_wakeup, busy-poll 50 us, 1 queue, 4096x2048 B UMEM
+ * (huge pages)" and the like: every choice that changes performance. */
+const char *flit_xsk_describe(const struct flit_xsk *x);
+/* Largest UDP payload a send takes (frame_size - headroom - 42). */
+uint32_t flit_xsk_max_payload(const struct flit_xsk *x);
+
+/* Receive up to n UDP datagrams from all queues without blocking: d[i].buf
+ * points at the UDP payload inside the UMEM, d[i].addr is the IPv4 source
+ * address and UDP source port, rx_ts_ns 0 (no stamps on this path yet).
+ * The views stay valid until the next flit_xsk_recv() (their frames then go
+ * back to the fill ring).  Returns how many, 0, or -errno.  dst (may be
+ * NULL) receives each datagram's destination (address, port), used to tell
+ * flows apart. */
+int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
+		  struct sockaddr_in *dst, unsigned n);
+
+/* Send n datagrams with source port sport (network order) to d[i].addr:
+ * each is copied into a UMEM frame behind freshly built headers; one kick
+ * (sendto) per call when the ring needs it.  Returns how many were taken
+ * (stops at the first that cannot: full ring -> the rest not sent), or
+ * -errno for the first.  A unicast datagram whose next hop's MAC is unknown
+ * returns -EHOSTUNREACH at its position if it is the first (count 0 taken),
+ * having asked the kernel to resolve it; callers send it through a kernel
+ * socket instead. */
+int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
+		  unsigned n, uint16_t sport);
+
+/* Reap the completion rings and re-kick tx when frames are still pending
+ * (for copy mode, where the kernel sends only in the kick).  Cheap when
+ * there is nothing to do. */
+void flit_xsk_tx_service(struct flit_xsk *x);
+
+void flit_xsk_stats(const struct flit_xsk *x, struct flit_xsk_stats *out);
+
+#endif /* FLIT_XSK_IO_H */
