@@ -29,7 +29,7 @@ PKG_CONFIG   ?= pkg-config
 OPTFLAGS     ?= -O2 -g
 WARNFLAGS    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
                 -Wmissing-prototypes -Wformat=2 -Werror
-CPPFLAGS     += -D_GNU_SOURCE -Iinclude -Iuserspace -Itransports -I$(BUILD)/bpf
+CPPFLAGS     += -D_GNU_SOURCE -Iinclude -Iuserspace -Itransports -Ibpf -I$(BUILD)/bpf
 CFLAGS_ALL   := -std=gnu11 $(OPTFLAGS) $(WARNFLAGS) $(SANFLAGS) -pthread $(CFLAGS)
 LDFLAGS_ALL  := $(SANFLAGS) -pthread $(LDFLAGS)
 

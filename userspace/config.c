@@ -60,7 +60,7 @@ struct cfg_key {
 	const char *def;        /* default, as text: parsed like any value */
 	size_t off, size;       /* field in the scope's struct */
 	uint64_t min, max;      /* T_U32, T_SIZE */
-	bool pow2;              /* T_SIZE */
+	bool pow2;              /* T_SIZE, T_U32 */
 	const char *const *names;                 /* T_ENUM, NULL-terminated */
 	const uint32_t *modes;                    /* T_MODE, 0-terminated */
 	bool (*valid)(const char *s, size_t len); /* T_STRING */
@@ -96,7 +96,10 @@ static const char *const udp_ts_names[] = { "off", "software", "hardware", NULL 
 static const char *const udp_service_names[] = { "thread", "poll", NULL };
 
 /* Transports a source may name; keep in step with transports/. */
-static const char *const transport_names[] = { "shm", "udp", NULL };
+static const char *const transport_names[] = { "shm", "udp", "xdp", NULL };
+static const char *const xdp_mode_names[] = { "auto", "native", "skb", NULL };
+static const char *const xdp_attach_names[] = { "auto", "pinned", "self", NULL };
+static const char *const xdp_zc_names[] = { "auto", "off", "on", NULL };
 
 static bool valid_domain(const char *s, size_t len)
 {
@@ -124,10 +127,13 @@ static bool valid_transport(const char *s, size_t len)
 	return false;
 }
 
-/* "shm,udp": one or more transport names separated by commas or spaces */
+/* "shm,udp": one or more transport names separated by commas or spaces;
+ * udp and xdp carry the same sessions on the same groups, so a context has
+ * one of them, not both */
 static bool valid_transport_list(const char *s, size_t len)
 {
 	size_t i = 0, n = 0;
+	bool udp = false, xdp = false;
 
 	while (i < len) {
 		size_t j = i;
@@ -136,12 +142,16 @@ static bool valid_transport_list(const char *s, size_t len)
 		if (j > i) {
 			if (!valid_transport(s + i, j - i))
 				return false;
+			udp |= j - i == 3 && !memcmp(s + i, "udp", 3);
+			xdp |= j - i == 3 && !memcmp(s + i, "xdp", 3);
 			n++;
 		}
 		i = j + 1;
 	}
-	return n > 0;
+	return n > 0 && !(udp && xdp);
 }
+
+
 
 static bool parse_decimal(const char *s, size_t len, uint64_t *out);
 
@@ -246,7 +256,7 @@ static const struct cfg_key keys[] = {
 	{ .name = "context.transports", .scope = SCOPE_CONTEXT, .type = T_STRING,
 	  .def = "shm,udp", FIELD(flit_cfg_context, transports),
 	  .valid = valid_transport_list,
-	  .rule = "must list transports from shm, udp (comma-separated)" },
+	  .rule = "must list transports from shm, udp, xdp (comma-separated; udp or xdp, not both)" },
 	{ .name = "context.udp.interface", .scope = SCOPE_CONTEXT, .type = T_STRING,
 	  .def = "", FIELD(flit_cfg_context, udp_interface),
 	  .valid = valid_ifname,
@@ -288,10 +298,45 @@ static const struct cfg_key keys[] = {
 	  .def = "", FIELD(flit_cfg_context, udp_impair),
 	  .valid = valid_impair,
 	  .rule = "must be like loss=5%,dup=1%,reorder=2%,seed=7 (tests only)" },
+	{ .name = "context.xdp.mode", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "auto", FIELD(flit_cfg_context, xdp_mode),
+	  .names = xdp_mode_names },
+	{ .name = "context.xdp.attach", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "auto", FIELD(flit_cfg_context, xdp_attach),
+	  .names = xdp_attach_names },
+	{ .name = "context.xdp.queues", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "0", FIELD(flit_cfg_context, xdp_queues),
+	  .min = 0, .max = 64 },
+	{ .name = "context.xdp.frames", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "4096", FIELD(flit_cfg_context, xdp_frames),
+	  .min = 64, .max = 1u << 20, .pow2 = true },
+	{ .name = "context.xdp.frame_size", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "2048", FIELD(flit_cfg_context, xdp_frame_size),
+	  .min = 2048, .max = 4096, .pow2 = true },
+	{ .name = "context.xdp.ring_size", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "1024", FIELD(flit_cfg_context, xdp_ring_size),
+	  .min = 64, .max = 1u << 16, .pow2 = true },
+	{ .name = "context.xdp.hugepages", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "false", FIELD(flit_cfg_context, xdp_hugepages) },
+	{ .name = "context.xdp.zerocopy", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "auto", FIELD(flit_cfg_context, xdp_zerocopy),
+	  .names = xdp_zc_names },
+	{ .name = "context.xdp.need_wakeup", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "true", FIELD(flit_cfg_context, xdp_need_wakeup) },
+	{ .name = "context.xdp.busy_poll_us", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "0", FIELD(flit_cfg_context, xdp_busy_poll_us),
+	  .min = 0, .max = 1000000 },
+	{ .name = "context.xdp.busy_poll_budget", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "0", FIELD(flit_cfg_context, xdp_busy_poll_budget),
+	  .min = 0, .max = 65535 },
+	{ .name = "context.xdp.verify_checksums", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "true", FIELD(flit_cfg_context, xdp_verify_checksums) },
+	{ .name = "context.xdp.filter", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "true", FIELD(flit_cfg_context, xdp_filter) },
 
 	{ .name = "source.transport", .scope = SCOPE_SOURCE, .type = T_STRING,
 	  .def = "shm", FIELD(flit_cfg_source, transport),
-	  .valid = valid_transport, .rule = "must be shm or udp" },
+	  .valid = valid_transport, .rule = "must be shm, udp or xdp" },
 	{ .name = "source.shm.mode", .scope = SCOPE_SOURCE, .type = T_ENUM,
 	  .def = "paced", FIELD(flit_cfg_source, shm_mode),
 	  .names = shm_mode_names },
@@ -470,7 +515,8 @@ static bool parse_value(const struct cfg_key *k, const char *s, size_t len,
 		}
 		return false;
 	case T_U32:
-		if (!parse_decimal(s, len, &u) || u < k->min || u > k->max)
+		if (!parse_decimal(s, len, &u) || u < k->min || u > k->max ||
+		    (k->pow2 && (u & (u - 1))))
 			return false;
 		v->u = u;
 		return true;
@@ -558,8 +604,9 @@ static void describe(const struct cfg_key *k, char *buf, size_t n)
 		snprintf(buf, n, "must be bits per second, e.g. 100M or 2.5G as 2500M (0: no limit)");
 		return;
 	case T_U32:
-		snprintf(buf, n, "must be an integer between %llu and %llu",
-			 (unsigned long long)k->min, (unsigned long long)k->max);
+		snprintf(buf, n, "must be %san integer between %llu and %llu",
+			 k->pow2 ? "a power of two, " : "", (unsigned long long)k->min,
+			 (unsigned long long)k->max);
 		return;
 	case T_SIZE:
 		fmt_size(lo, sizeof(lo), k->min);

@@ -65,10 +65,30 @@ struct flit_cfg_context {
 	int udp_timestamps;            /* context.udp.timestamps = off (off|software|hardware) */
 	int udp_service;               /* context.udp.service = thread (thread|poll) */
 	char udp_impair[64];           /* context.udp.impair = (tests: loss=5%,dup=1%,reorder=2%,seed=N) */
+	/* xdp: the udp transport's sessions over AF_XDP (context.udp.* apply too) */
+	int xdp_mode;                  /* context.xdp.mode = auto (auto|native|skb) */
+	int xdp_attach;                /* context.xdp.attach = auto (auto|pinned|self) */
+	uint32_t xdp_queues;           /* context.xdp.queues = 0: all rx queues */
+	uint32_t xdp_frames;           /* context.xdp.frames = 4096: UMEM frames per queue (power of 2) */
+	uint32_t xdp_frame_size;       /* context.xdp.frame_size = 2048 (2048|4096) */
+	uint32_t xdp_ring_size;        /* context.xdp.ring_size = 1024: ring entries (power of 2) */
+	bool xdp_hugepages;            /* context.xdp.hugepages = false */
+	int xdp_zerocopy;              /* context.xdp.zerocopy = auto (auto|off|on) */
+	bool xdp_need_wakeup;          /* context.xdp.need_wakeup = true */
+	uint32_t xdp_busy_poll_us;     /* context.xdp.busy_poll_us = 0 */
+	uint32_t xdp_busy_poll_budget; /* context.xdp.busy_poll_budget = 0: kernel default */
+	bool xdp_verify_checksums;     /* context.xdp.verify_checksums = true */
+	bool xdp_filter;               /* context.xdp.filter = true: drop unwanted topics in XDP */
+};
+
+enum flit_xdp_attach_policy {
+	FLIT_XDP_ATTACH_AUTO = 0,   /* flit-loader's pins if present, else attach (and detach at close) */
+	FLIT_XDP_ATTACH_PINNED = 1, /* only flit-loader's pins */
+	FLIT_XDP_ATTACH_SELF = 2,   /* attach (reusing an attached flit program) */
 };
 
 struct flit_cfg_source {
-	char transport[16];            /* source.transport = shm (shm) */
+	char transport[16];            /* source.transport = shm (shm|udp|xdp) */
 	enum flit_shm_mode shm_mode;   /* source.shm.mode = paced (paced|overwrite) */
 	uint64_t shm_capacity;         /* source.shm.capacity = 1M: power of two, 64K..1G, suffixes K M G */
 	uint32_t shm_max_readers;      /* source.shm.max_readers = 16 (1..1024) */

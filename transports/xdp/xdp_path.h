@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The xdp transport's hold on one interface: the steering program (attached
+ * by flit-loader, or by the context itself), its maps, and the AF_XDP
+ * sockets.  The udp transport's session code (transports/udp/udp.c) runs
+ * unchanged on top: it registers the flows it listens on, tells which
+ * sessions nobody here wants (dropped in XDP), and receives and sends
+ * datagrams through flit_xdp_path_xsk().
+ *
+ * One xdp context per interface and host at a time (an rx queue takes one
+ * AF_XDP socket): a second gets -EBUSY.  At open the context takes over the
+ * interface's flows and filter (stale entries of a crashed application are
+ * removed); at close it removes its own, and detaches the program if it
+ * attached it.
+ */
+#ifndef FLIT_XDP_PATH_H
+#define FLIT_XDP_PATH_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "xdp/xsk_io.h"
+
+struct flit_xdp_path;
+
+int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path **out);
+void flit_xdp_path_close(struct flit_xdp_path *p);
+
+struct flit_xsk *flit_xdp_path_xsk(const struct flit_xdp_path *p);
+/* "xdp on eth0: skb mode, single program (...), attached by flit-loader;
+ * <xsk description>" */
+const char *flit_xdp_path_describe(const struct flit_xdp_path *p);
+
+/* Steer UDP datagrams to group/addr:port (network order) to our sockets;
+ * reference counted.  0 or -errno. */
+int flit_xdp_path_flow_get(struct flit_xdp_path *p, struct in_addr daddr, uint16_t dport);
+void flit_xdp_path_flow_put(struct flit_xdp_path *p, struct in_addr daddr, uint16_t dport);
+
+/* A session nobody here wants: its DATA frames are dropped in XDP (when
+ * context.xdp.filter is on).  unfilter_all forgets them all (subscriptions
+ * changed: they are learnt again from their next frames). */
+void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session);
+void flit_xdp_path_unfilter_all(struct flit_xdp_path *p);
+
+/* The program's counters summed over CPUs (out[FLIT_XDP_COUNTERS]). */
+int flit_xdp_path_counters(const struct flit_xdp_path *p, uint64_t *out);
+
+#endif /* FLIT_XDP_PATH_H */
