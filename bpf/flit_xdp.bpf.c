@@ -1,12 +1,52 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * flit's XDP steering program: maps as in bpf/flit_xdp.h.  (Steering logic
- * being written; for now every packet passes and is counted.)
+ * flit's XDP steering program.  Maps, counters and the decisions it makes:
+ * bpf/flit_xdp.h.  Per packet, in order:
+ *
+ *   Ethernet, at most two 802.1Q/802.1ad tags (VLAN counted once per frame;
+ *   a third tag is "another EtherType"), IPv4 (options honoured; a version
+ *   other than 4 or IHL < 5 cannot be parsed and counts as SHORT, like a
+ *   truncated header), UDP unfragmented (MF or an offset: FRAGMENT, the
+ *   kernel reassembles), flow lookup on (daddr, dport)      -> XDP_PASS + reason
+ *   payload shorter than 4 bytes or no magic 'F' 'L'         -> PASS_NOT_FLIT
+ *   magic, but the UDP length contradicts the packet or the
+ *   IPv4 total length (a datagram nobody can trust)          -> MALFORMED
+ *   type 2..7 (control frames: flit_ctl_check() in user
+ *   space validates them, they are rare and small)           -> redirect
+ *   type 0 or > 7: nothing sends them (8..15 are reserved for
+ *   later control frames, which would come with a new
+ *   FLIT_XDP_VERSION of this program); user space would
+ *   refuse them as FLIT_FE_TYPE anyway                       -> MALFORMED
+ *   DATA: checks 1..6 of docs/PROTOCOL.md against the UDP
+ *   payload (short, version, flags, len)                     -> MALFORMED
+ *   DATA of a session with FLIT_XDP_SESS_FILTER: walk up to
+ *   FLIT_XDP_WALK_MAX messages (checks 7a..7c, and 8 when
+ *   the whole frame was walked); first wanted topic          -> redirect
+ *                        no wanted topic in the whole frame  -> FILTERED
+ *                        more messages than the walk reads   -> WALK_LIMIT, redirect
+ *   any other DATA (session not listed / not filtered)       -> redirect, unread
+ *
+ * A frame that is redirected is not fully validated here: user space runs
+ * flit_frame_validate() on everything it receives.  The program only checks
+ * what it must read to decide, and what it must not let through to a drop
+ * decision unchecked.
+ *
+ * Latency path: one flows lookup per UDP packet, one sessions lookup per
+ * DATA frame, one topics lookup per walked message (filtered sessions only),
+ * bpf_redirect_map() (its own xsks lookup: the XDP_PASS in its flags is
+ * the verdict when the slot is empty, so no separate bpf_map_lookup_elem()),
+ * and the per-CPU counters.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 #include "flit_xdp.h"
+
+/* The frame is little-endian and read with plain loads (docs/PROTOCOL.md). */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "flit_xdp.bpf.c reads little-endian flit fields with plain loads"
+#endif
 
 /* read by user space before reusing a pinned program */
 const volatile __u32 flit_xdp_version = FLIT_XDP_VERSION;
@@ -53,6 +93,69 @@ struct {
 	__type(value, __u32);
 } version SEC(".maps");
 
+/* Wire headers, declared here rather than taken from vmlinux.h: those carry
+ * preserve_access_index, and packet bytes need no CO-RE relocation. */
+#define ETH_HLEN_      14
+#define ETH_P_IP_      0x0800
+#define ETH_P_IPV6_    0x86dd
+#define ETH_P_8021Q_   0x8100
+#define ETH_P_8021AD_  0x88a8
+#define IPPROTO_UDP_   17
+#define IP_MF_OFFSET   0x3fff  /* MF flag and fragment offset */
+
+struct flit_vlan_hdr {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct flit_ip4_hdr {
+	__u8 ver_ihl;
+	__u8 tos;
+	__be16 tot_len;
+	__be16 id;
+	__be16 frag_off;
+	__u8 ttl;
+	__u8 protocol;
+	__sum16 check;
+	__be32 saddr;
+	__be32 daddr;
+};
+
+struct flit_udp_hdr {
+	__be16 source;
+	__be16 dest;
+	__be16 len;
+	__sum16 check;
+};
+
+/* flit frame header (docs/PROTOCOL.md), little-endian */
+struct flit_wire_hdr {
+	__u16 magic;
+	__u8 version;
+	__u8 type;
+	__u16 flags;
+	__u16 count;
+	__u32 len;
+	__u32 session_id;
+	__u64 seq;
+};
+
+#define FLIT_MAGIC       0x4c46
+#define FLIT_VERSION     1
+#define FLIT_T_DATA      1
+#define FLIT_T_CTL_LAST  7      /* types 2..7: control frames */
+#define FLIT_F_TS        0x0001
+#define FLIT_F_KNOWN     0x0003 /* TS | RETX */
+#define FLIT_HDR_LEN     24
+#define FLIT_MSG_LEN_MAX 0x00ffffffu
+
+/* The message walk addresses the frame with an offset the verifier must see
+ * bounded: frames of filtered sessions longer than this are steered unread
+ * (counted WALK_LIMIT), so the mask below never changes an offset.  A
+ * linear XDP buffer is at most a page in driver mode; only generic mode on
+ * a device with a huge MTU could see more. */
+#define WALK_BYTES_MAX   0x7ff8
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -60,11 +163,172 @@ static __always_inline void count(__u32 idx)
 		(*v)++;
 }
 
+static __always_inline int pass(__u32 reason)
+{
+	count(FLIT_XDP_PASSED);
+	count(reason);
+	return XDP_PASS;
+}
+
+static __always_inline int drop(__u32 verdict)
+{
+	count(verdict);
+	return XDP_DROP;
+}
+
+/* To the AF_XDP socket of this flow and rx queue; an empty (or out of
+ * range) slot makes bpf_redirect_map() return XDP_PASS, so a kernel socket
+ * on the group still gets the datagram. */
+static __always_inline int steer(__u32 slot_base, struct xdp_md *ctx)
+{
+	__u32 slot = slot_base + ctx->rx_queue_index;
+
+	if (bpf_redirect_map(&xsks, slot, XDP_PASS) == XDP_REDIRECT) {
+		count(FLIT_XDP_REDIRECTED);
+		return XDP_REDIRECT;
+	}
+	return pass(FLIT_XDP_NO_SOCKET);
+}
+
 SEC("xdp")
 int flit_xdp_steer(struct xdp_md *ctx)
 {
-	count(FLIT_XDP_PASSED);
-	return XDP_PASS;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct flit_ip4_hdr *ip;
+	struct flit_udp_hdr *udp;
+	struct flit_wire_hdr *fh;
+	struct flit_xdp_flow_key fkey;
+	struct flit_xdp_flow *flow;
+	__u32 l2, hlen, ulen, plen, slot_base;
+	__u16 proto;
+
+	/* ---- Ethernet and up to two VLAN tags ---- */
+	if (data + ETH_HLEN_ > data_end)
+		return pass(FLIT_XDP_PASS_SHORT);
+	proto = *(__be16 *)(data + 12);
+	l2 = ETH_HLEN_;
+	if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
+		count(FLIT_XDP_VLAN);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			struct flit_vlan_hdr *vh = data + l2;
+
+			if (proto != bpf_htons(ETH_P_8021Q_) && proto != bpf_htons(ETH_P_8021AD_))
+				break;
+			if ((void *)(vh + 1) > data_end)
+				return pass(FLIT_XDP_PASS_SHORT);
+			proto = vh->proto;
+			l2 += sizeof(*vh);
+		}
+	}
+	if (proto == bpf_htons(ETH_P_IPV6_))
+		return pass(FLIT_XDP_PASS_IPV6);
+	if (proto != bpf_htons(ETH_P_IP_))   /* also a third VLAN tag */
+		return pass(FLIT_XDP_PASS_NOT_IPV4);
+
+	/* ---- IPv4 ---- */
+	ip = data + l2;
+	if ((void *)(ip + 1) > data_end)
+		return pass(FLIT_XDP_PASS_SHORT);
+	if ((ip->ver_ihl >> 4) != 4 || (ip->ver_ihl & 0xf) < 5)
+		return pass(FLIT_XDP_PASS_SHORT);
+	hlen = (ip->ver_ihl & 0xf) * 4;        /* 20..60 */
+	if (data + l2 + hlen > data_end)
+		return pass(FLIT_XDP_PASS_SHORT);
+	if (ip->protocol != IPPROTO_UDP_)
+		return pass(FLIT_XDP_PASS_NOT_UDP);
+	if (ip->frag_off & bpf_htons(IP_MF_OFFSET))
+		return pass(FLIT_XDP_PASS_FRAGMENT);
+
+	/* ---- UDP and the flow ---- */
+	udp = data + l2 + hlen;
+	if ((void *)(udp + 1) > data_end)
+		return pass(FLIT_XDP_PASS_SHORT);
+	fkey.daddr = ip->daddr;
+	fkey.dport = udp->dest;
+	fkey.pad = 0;
+	flow = bpf_map_lookup_elem(&flows, &fkey);
+	if (!flow)
+		return pass(FLIT_XDP_PASS_NO_FLOW);
+	slot_base = flow->slot_base;
+
+	/* ---- flit? ---- */
+	fh = (void *)(udp + 1);
+	if ((void *)fh + 4 > data_end || fh->magic != FLIT_MAGIC)
+		return pass(FLIT_XDP_PASS_NOT_FLIT);
+	/* The datagram must lie inside the packet and the IPv4 packet; bytes
+	 * past it (Ethernet padding) are not part of the frame. */
+	ulen = bpf_ntohs(udp->len);
+	if (ulen < sizeof(*udp) || data + l2 + hlen + ulen > data_end ||
+	    hlen + ulen > bpf_ntohs(ip->tot_len))
+		return drop(FLIT_XDP_MALFORMED);
+	plen = ulen - sizeof(*udp);
+	if (plen < 4)                           /* the magic was padding */
+		return pass(FLIT_XDP_PASS_NOT_FLIT);
+
+	if (fh->type != FLIT_T_DATA) {
+		if (fh->type >= 2 && fh->type <= FLIT_T_CTL_LAST)
+			return steer(slot_base, ctx);
+		return drop(FLIT_XDP_MALFORMED);
+	}
+
+	/* ---- DATA: header checks (PROTOCOL.md "What a receiver checks" 1..6) ---- */
+	if (plen < FLIT_HDR_LEN || (void *)(fh + 1) > data_end)
+		return drop(FLIT_XDP_MALFORMED);
+	__u32 flen = fh->len;
+	__u16 flags = fh->flags;
+	if (fh->version != FLIT_VERSION || (flags & ~FLIT_F_KNOWN) ||
+	    flen < FLIT_HDR_LEN || (flen & 7) || flen > plen)
+		return drop(FLIT_XDP_MALFORMED);
+
+	__u32 session = fh->session_id;
+	__u32 *sflags = bpf_map_lookup_elem(&sessions, &session);
+	if (!sflags || !(*sflags & FLIT_XDP_SESS_FILTER))
+		return steer(slot_base, ctx);
+
+	/* ---- the topic filter: PROTOCOL.md checks 7a..7c, 8 ---- */
+	__u32 nmsg = fh->count;
+	if (flen > WALK_BYTES_MAX) {
+		count(FLIT_XDP_WALK_LIMIT);
+		return steer(slot_base, ctx);
+	}
+	__u32 mh = (flags & FLIT_F_TS) ? 16 : 8;
+	__u32 off = FLIT_HDR_LEN;       /* of the next message, in the frame */
+	struct flit_xdp_topic_key tkey = { .session = session };
+
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < FLIT_XDP_WALK_MAX; i++) {
+		if (i == nmsg) {
+			/* whole frame read, nothing wanted */
+			if (off != flen)
+				return drop(FLIT_XDP_MALFORMED);
+			return drop(FLIT_XDP_FILTERED);
+		}
+		if (off + mh > flen)
+			return drop(FLIT_XDP_MALFORMED);
+		/* off <= flen <= WALK_BYTES_MAX: the mask is for the verifier */
+		__u32 *m = (void *)fh + (off & WALK_BYTES_MAX);
+		if ((void *)(m + 2) > data_end)  /* flen <= plen: never taken */
+			return drop(FLIT_XDP_MALFORMED);
+		__u32 lf = m[1];
+		if (lf > FLIT_MSG_LEN_MAX)
+			return drop(FLIT_XDP_MALFORMED);
+		off += mh + ((lf + 7) & ~7u);
+		if (off > flen)
+			return drop(FLIT_XDP_MALFORMED);
+		tkey.topic = m[0];
+		__u32 *want = bpf_map_lookup_elem(&topics, &tkey);
+		if (want && *want)
+			return steer(slot_base, ctx);
+	}
+	if (nmsg == FLIT_XDP_WALK_MAX) {
+		if (off != flen)
+			return drop(FLIT_XDP_MALFORMED);
+		return drop(FLIT_XDP_FILTERED);
+	}
+	count(FLIT_XDP_WALK_LIMIT);
+	return steer(slot_base, ctx);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -522,7 +522,7 @@ static void bad_value_names_file_and_line(void **state)
 		  "bad value '255' for source.batch_max: must be between 256 and 1M" },
 		{ "source.batch_max = 2M", "bad value '2M' for source.batch_max" },
 		{ "source.transport = carrier-pigeon",
-		  "bad value 'carrier-pigeon' for source.transport: must be shm or udp" },
+		  "bad value 'carrier-pigeon' for source.transport: must be shm, udp or xdp" },
 		/* udp: addresses, ports, interfaces */
 		{ "context.udp.resolver = 10.0.0.1:14400",
 		  "bad value '10.0.0.1:14400' for context.udp.resolver: must be a multicast group:port" },
@@ -539,6 +539,14 @@ static void bad_value_names_file_and_line(void **state)
 		  "bad value 'dpdk' for context.udp.backend: must be sockets or io_uring" },
 		{ "context.udp.impair = loss=200%", "bad value 'loss=200%' for context.udp.impair" },
 		{ "context.transports = shm,tcp", "bad value 'shm,tcp' for context.transports" },
+		{ "context.transports = udp,xdp",
+		  "bad value 'udp,xdp' for context.transports: must list transports from shm, udp, xdp "
+		  "(comma-separated; udp or xdp, not both)" },
+		{ "context.xdp.mode = turbo", "bad value 'turbo' for context.xdp.mode: must be auto, native or skb" },
+		{ "context.xdp.frames = 1000",
+		  "bad value '1000' for context.xdp.frames: must be a power of two, an integer between 64 and 1048576" },
+		{ "context.xdp.frame_size = 3000", "bad value '3000' for context.xdp.frame_size" },
+		{ "context.xdp.zerocopy = maybe", "bad value 'maybe' for context.xdp.zerocopy: must be auto, off or on" },
 		{ "source.udp.group = 10.1.2.3", "bad value '10.1.2.3' for source.udp.group: must be a multicast group" },
 		{ "source.udp.group = 239.1.0.0/8", "bad value '239.1.0.0/8' for source.udp.group" },
 		{ "source.udp.port = 0", "bad value '0' for source.udp.port: must be an integer between 1 and 65535" },
