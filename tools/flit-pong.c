@@ -501,7 +501,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
 		.st = { .clk = clk, .size = o->size },
 	};
-	char cpustr[32], mode[160], clkdesc[128], extra[1024], cfgs[512];
+	char cpustr[32], mode[160], clkdesc[128], extra[4096], cfgs[512], setup[512] = "";
 	struct flit_counters ctr = { .sz = sizeof(ctr) };
 	bool have_ctr;
 	struct tool_stats stats;
@@ -529,6 +529,8 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	ping_bye(&p);
 
 	have_ctr = flit_ctx_counters(p.ctx, &ctr) == 0;
+	if (flit_ctx_describe(p.ctx, o->transport, setup, sizeof(setup)) < 0)
+		setup[0] = '\0';
 	flit_sub_close(p.sub);
 	flit_pub_close(p.pub);
 	flit_ctx_close(p.ctx);
@@ -546,13 +548,15 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	}
 
 	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	if (!strcmp(o->transport, "udp")) {
+	if (!strcmp(o->transport, "udp") || !strcmp(o->transport, "xdp")) {
 		char m[32], b[32];
 		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
 		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
 
-		snprintf(mode, sizeof(mode), "udp,%s,%s,unbatched,spin,pinned=%s",
-			 um && *um ? um : "multicast", ub && *ub ? ub : "sockets", cpustr);
+		/* xdp: the data path is AF_XDP; its set-up is in "setup" */
+		snprintf(mode, sizeof(mode), "%s,%s,%s,unbatched,spin,pinned=%s", o->transport,
+			 um && *um ? um : "multicast",
+			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets", cpustr);
 	} else {
 		snprintf(mode, sizeof(mode), "%s,unbatched,spin,pinned=%s",
 			 strcmp(o->transport, "shm") ? "default" :
@@ -561,6 +565,8 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	tool_header(hdr, "%s ping-pong, %zu-byte messages, %s; ping '%s' on CPU %d; "
 		    "RTT/2 in ns; clock %s", o->transport, o->size, mode, ping_topic,
 		    o->cpus[0], tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
+	if (setup[0] && strcmp(setup, o->transport))
+		tool_header(hdr, "%s", setup);
 	if (p.st.lost)
 		tool_warn("%llu replies reported lost (overwrite mode)",
 			  (unsigned long long)p.st.lost);
@@ -595,7 +601,11 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 			off += tool_json_member(extra + off, sizeof(extra) - off,
 						"peer_netns", o->peer_netns);
 		if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
-			tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
+			off += tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
+		if (setup[0])
+			off += tool_json_member(extra + off, sizeof(extra) - off, "setup", setup);
+		tool_cdf_member(extra + off, sizeof(extra) - off, samples, o->count,
+				clk->tsc.ns_per_tick / 2);
 	}
 	res.extra = extra;
 	if (o->json) {
@@ -728,6 +738,12 @@ static void net_check(const struct options *o, const char *netns)
 {
 	char err[512];
 
+	if (!strcmp(o->transport, "xdp")) {
+		char v[64];
+		const char *i = tool_config_get(&o->config, "context.udp.interface", v, sizeof(v));
+		if (!i || !*i)
+			tool_usage_exit("-t xdp needs the interface: -C 'context.udp.interface = IFACE'");
+	}
 	if (!strcmp(o->transport, "udp") &&
 	    tool_udp_route_check(&o->config, netns, err, sizeof(err)))
 		tool_fail("%s", err);

@@ -353,6 +353,7 @@ struct tx_result {
 	double secs;
 	/* the publisher's context (network transports) */
 	uint64_t retransmissions, naks_received, rate_limited;
+	char setup[512];                /* flit_ctx_describe() of the transport */
 };
 
 /* Has receiver i exited?  (Not reaped: collect() does that.) */
@@ -590,6 +591,8 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 			tx->naks_received = ctr.naks_received;
 			tx->rate_limited = ctr.rate_limited;
 		}
+		if (flit_ctx_describe(ctx, o->transport, tx->setup, sizeof(tx->setup)) < 0)
+			tx->setup[0] = '\0';
 	}
 	flit_pub_close(pub);        /* receivers get EOS */
 	flit_ctx_close(ctx);
@@ -642,7 +645,7 @@ static void print_row(const struct options *o, const char *clk, const char *mode
 		      double mps, const char *extra_json, const char *extra_text)
 {
 	double mbps = mps * (double)o->size / 1e6;
-	char label[32], cpustr[16] = "-", idstr[40] = "", extra[1536];
+	char label[32], cpustr[16] = "-", idstr[40] = "", extra[2560];
 	struct tool_result r;
 
 	if (cpu >= 0)
@@ -678,7 +681,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		  const char *topic, const struct tx_result *tx,
 		  const struct rx_report *reps)
 {
-	char cpustr[128], mode[256], clkdesc[128], ej[1024], et[256], first[64];
+	char cpustr[128], mode[256], clkdesc[128], ej[2048], et[256], first[64];
 	char cfgs[512];
 	double agg_mps = 0, agg_secs = 0;
 	uint64_t agg_msgs = 0, bad = 0, agg_naks = 0, agg_lost = 0, shortfall = 0;
@@ -688,13 +691,13 @@ static int report(const struct options *o, const struct tool_clock *clk,
 	size_t off;
 
 	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	if (!strcmp(o->transport, "udp")) {
+	if (!strcmp(o->transport, "udp") || !strcmp(o->transport, "xdp")) {
 		char m[32], b[32];
 		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
 		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
 
-		snprintf(first, sizeof(first), "udp,%s,%s", um && *um ? um : "multicast",
-			 ub && *ub ? ub : "sockets");
+		snprintf(first, sizeof(first), "%s,%s,%s", o->transport, um && *um ? um : "multicast",
+			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
 	} else {
 		snprintf(first, sizeof(first), "%s", o->net ? "default" :
 			 paced ? "paced" : "overwrite");
@@ -712,6 +715,8 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		    topic, o->cpus[0], o->receivers > o->ncpus - 1 ?
 		    ", receivers share CPUs" : "",
 		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
+	if (tx->setup[0] && strcmp(tx->setup, o->transport))
+		tool_header(hdr, "%s", tx->setup);
 	if (!o->json)
 		printf("%-12s %5s %12s %8s %12s %10s  %s\n", "# side", "cpu", "msgs",
 		       "secs", "msgs/s", "MB/s", "checks");
@@ -794,7 +799,9 @@ static int report(const struct options *o, const struct tool_clock *clk,
 	if (o->peer_netns)
 		off += tool_json_member(ej + off, sizeof(ej) - off, "peer_netns", o->peer_netns);
 	if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
-		tool_json_member(ej + off, sizeof(ej) - off, "config", cfgs);
+		off += tool_json_member(ej + off, sizeof(ej) - off, "config", cfgs);
+	if (tx->setup[0])
+		tool_json_member(ej + off, sizeof(ej) - off, "setup", tx->setup);
 	off = (size_t)snprintf(et, sizeof(et), "back-pressured %llu times",
 			       (unsigned long long)tx->back_pressured);
 	if (o->net)
@@ -956,6 +963,12 @@ static void net_check(const struct options *o, const char *netns)
 {
 	char err[512];
 
+	if (!strcmp(o->transport, "xdp")) {
+		char v[64];
+		const char *i = tool_config_get(&o->config, "context.udp.interface", v, sizeof(v));
+		if (!i || !*i)
+			tool_usage_exit("-t xdp needs the interface: -C 'context.udp.interface = IFACE'");
+	}
 	if (!strcmp(o->transport, "udp") &&
 	    tool_udp_route_check(&o->config, netns, err, sizeof(err)))
 		tool_fail("%s", err);

@@ -869,6 +869,44 @@ static void json_key_str(FILE *f, const char *key, const char *val)
 	tool_json_str(f, val);
 }
 
+size_t tool_cdf_member(char *buf, size_t len, const uint64_t *sorted, size_t n,
+		       double scale)
+{
+	static const double tail[] = { 99.5, 99.9, 99.95, 99.99 };
+	double pct[1 + 99 + 4 + 1];
+	size_t np = 0, off;
+	int w;
+
+	if (!n || len < 16)
+		return 0;
+	pct[np++] = 0;
+	for (int i = 1; i <= 99; i++)
+		pct[np++] = i;
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+		pct[np++] = tail[i];
+	pct[np++] = 100;
+	off = (size_t)snprintf(buf, len, ",\"cdf\":[");
+	for (size_t i = 0; i < np; i++) {
+		/* nearest rank: the smallest value with >= p % at or below */
+		size_t rank = (size_t)ceil(pct[i] / 100.0 * (double)n);
+		size_t k = rank ? rank - 1 : 0;
+		if (k >= n)
+			k = n - 1;
+		w = snprintf(buf + off, len - off, "%s[%g,%.1f]", i ? "," : "", pct[i],
+			     (double)sorted[k] * scale);
+		if (w < 0 || (size_t)w >= len - off)
+			goto full;
+		off += (size_t)w;
+	}
+	w = snprintf(buf + off, len - off, "]");
+	if (w < 0 || (size_t)w >= len - off)
+		goto full;
+	return off + 1;
+full:
+	buf[0] = '\0';
+	return 0;
+}
+
 void tool_json_print(FILE *f, const struct tool_result *r)
 {
 	char load[64];

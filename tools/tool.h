@@ -204,6 +204,12 @@ struct tool_stats {
 void tool_stats_compute(uint64_t *v, size_t n, double scale,
 			struct tool_stats *st);
 
+/* ",\"cdf\":[[pct,ns],...]" for sorted v[0..n) (scaled as above): the
+ * distribution at 0 (min), 1..99 %, the tail to 99.99 %, and 100 (max), by
+ * nearest rank; for plots.  Returns the bytes written (0: did not fit). */
+size_t tool_cdf_member(char *buf, size_t len, const uint64_t *sorted, size_t n,
+		       double scale);
+
 /* Histogram of sorted v[0..n) (scaled as above) in log2 buckets of ns:
  * [2^k, 2^(k+1)) with count, percentage and cumulative percentage. */
 void tool_hist_print(FILE *f, const uint64_t *sorted, size_t n, double scale);

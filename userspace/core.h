@@ -64,6 +64,8 @@ struct flit_transport_ops {
 	int (*subs_changed)(struct flit_tp *tp);
 	/* deliver up to `limit` messages, frames through fn(arg, ...) */
 	int (*poll)(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg);
+	/* optional: one line on how the transport is set up */
+	const char *(*describe)(const struct flit_tp *tp);
 };
 
 extern const struct flit_transport_ops flit_shm_ops;

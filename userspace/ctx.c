@@ -225,6 +225,17 @@ int flit_ctx_poll(flit_ctx *ctx, int limit)
 	return total;
 }
 
+int flit_ctx_describe(const flit_ctx *ctx, const char *transport, char *buf, size_t len)
+{
+	if (!ctx || !transport || (!buf && len))
+		return flit_err(EINVAL, "flit_ctx_describe: bad arguments");
+	int i = transport_index(transport);
+	if (i < 0 || !ctx->tp[i])
+		return flit_err(ENOENT, "flit_ctx_describe: transport '%s' is not open in this context", transport);
+	const char *d = transports[i]->describe ? transports[i]->describe(ctx->tp[i]) : transports[i]->name;
+	return snprintf(buf, len, "%s", d);
+}
+
 int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out)
 {
 	struct flit_counters c;

@@ -136,6 +136,15 @@ struct flit_counters {
 /* Copy the context's counters into *out (out->sz must be set). */
 FLIT_API int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out);
 
+/* How transport `transport` is set up in this context, in one line (for
+ * reports: every choice that changes performance, e.g. for xdp the XDP
+ * mode, copy or zero-copy, need_wakeup, busy-poll, queues and UMEM).  A
+ * transport opens with the first publisher or subscriber that uses it.
+ * Copies the text into buf (NUL-terminated, truncated to len) and returns
+ * its full length, or -ENOENT (not open in this context) or -EINVAL. */
+FLIT_API int flit_ctx_describe(const flit_ctx *ctx, const char *transport,
+			       char *buf, size_t len);
+
 /* ---- publishing --------------------------------------------------------- */
 
 struct flit_pub_opts {
