@@ -1090,6 +1090,88 @@ static void uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused(
 	{ #f " [sockets]", f, NULL, NULL, &B_SOCKETS },               \
 	{ #f " [io_uring]", f, NULL, NULL, &B_URING }
 
+/* ---- wrapped receive path ------------------------------------------------------- */
+
+/* A fake data path: hands out datagrams numbered 0..total-1, in batches,
+ * from a buffer it reuses on every call (like the AF_XDP path's frames). */
+struct fake_path {
+	unsigned next, total, calls;
+	uint8_t buf[8][64];
+};
+
+static int fake_recv(void *arg, struct flit_udp_dgram *d, unsigned n)
+{
+	struct fake_path *f = arg;
+	unsigned k = 0;
+	f->calls++;
+	memset(f->buf, 0xee, sizeof(f->buf));   /* last call's views expire */
+	while (k < n && k < 8 && f->next < f->total) {
+		memset(f->buf[k], 0, sizeof(f->buf[k]));
+		memcpy(f->buf[k], &f->next, sizeof(f->next));
+		d[k] = (struct flit_udp_dgram){ .buf = f->buf[k], .len = 64 };
+		k++;
+		f->next++;
+	}
+	return (int)k;
+}
+
+static void wrapped_path_is_impaired_like_a_socket_and_cannot_send(void **state)
+{
+	(void)state;
+	struct fake_path f = { .total = 5000 };
+	struct flit_udp_io_cfg c = { .batch = 8, .dgram_max = 64,
+				     .impair = { .loss_bp = 1000, .dup_bp = 500, .reorder_bp = 500, .seed = 3 } };
+	struct flit_udp_io *io;
+	struct flit_udp_dgram d[8];
+	unsigned seen[5000] = { 0 }, got = 0, idle = 0;
+
+	assert_int_equal(flit_udp_io_wrap(&c, fake_recv, &f, &io), 0);
+	assert_int_equal(flit_udp_io_fd(io), -1);
+	assert_non_null(strstr(flit_udp_io_describe(io), "external, impaired"));
+	while (idle < 10) {
+		int n = flit_udp_io_recv(io, d, 8);
+		assert_true(n >= 0);
+		idle = n ? 0 : idle + 1;
+		for (int i = 0; i < n; i++) {
+			unsigned v;
+			memcpy(&v, d[i].buf, sizeof(v));
+			assert_true(v < 5000);   /* a view still valid, not recycled */
+			seen[v]++;
+			got++;
+		}
+	}
+	struct flit_udp_io_stats st;
+	flit_udp_io_stats(io, &st);
+	unsigned once = 0, twice = 0, never = 0;
+	for (unsigned i = 0; i < 5000; i++) {
+		once += seen[i] == 1;
+		twice += seen[i] == 2;
+		never += seen[i] == 0;
+	}
+	printf("# wrapped: got %u, never %u, twice %u (dropped %llu dup %llu reordered %llu)\n",
+	       got, never, twice, (unsigned long long)st.impair_dropped,
+	       (unsigned long long)st.impair_duplicated, (unsigned long long)st.impair_reordered);
+	assert_int_equal(st.rx_dgrams, 5000);
+	assert_int_equal(never, st.impair_dropped);
+	assert_int_equal(twice, st.impair_duplicated);
+	assert_int_equal(got, 5000 - st.impair_dropped + st.impair_duplicated);
+	assert_true(st.impair_dropped > 300 && st.impair_dropped < 700);
+	assert_true(st.impair_reordered > 0);
+	struct flit_udp_dgram out = { .buf = d, .len = 1 };
+	assert_int_equal(flit_udp_io_send(io, &out, 1), -EOPNOTSUPP);
+	flit_udp_io_close(io);
+	/* without impairment: a plain pass-through */
+	struct fake_path g = { .total = 100 };
+	c.impair = (struct flit_udp_impair){ 0 };
+	assert_int_equal(flit_udp_io_wrap(&c, fake_recv, &g, &io), 0);
+	got = 0;
+	for (int n; (n = flit_udp_io_recv(io, d, 8)) > 0;)
+		got += (unsigned)n;
+	assert_int_equal(got, 100);
+	flit_udp_io_close(io);
+	assert_int_equal(flit_udp_io_wrap(&c, NULL, &g, &io), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1114,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(impair_parse_accepts_the_documented_forms),
 		cmocka_unit_test(impair_parse_rejects_bad_items_naming_them),
 		cmocka_unit_test(uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused),
+		cmocka_unit_test(wrapped_path_is_impaired_like_a_socket_and_cannot_send),
 	};
 	return cmocka_run_group_tests_name("udp_io", tests, NULL, NULL);
 }

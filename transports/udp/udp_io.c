@@ -153,6 +153,8 @@ struct flit_udp_io {
 	bool tx_only;
 	struct impair *im;              /* NULL: impairment off */
 	struct flit_udp_io_stats st;
+	flit_udp_recv_fn ext_fn;        /* FLIT_UDP_EXTERNAL */
+	void *ext_arg;
 
 	uint8_t *rxbuf;                 /* batch * stride */
 	struct mmsghdr *rmsg;           /* io_uring uses rmsg[i].msg_hdr */
@@ -859,6 +861,15 @@ static bool hold(struct flit_udp_io *io, struct impair *im, const struct flit_ud
 
 static int backend_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
 {
+	if (io->backend == FLIT_UDP_EXTERNAL) {
+		int r = io->ext_fn(io->ext_arg, d, n);
+		if (r > 0) {
+			io->st.rx_dgrams += (unsigned)r;
+			for (int i = 0; i < r; i++)
+				io->st.rx_bytes += d[i].len;
+		}
+		return r;
+	}
 	return io->backend == FLIT_UDP_URING ? uring_recv(io, d, n) : sock_recv(io, d, n);
 }
 
@@ -1103,6 +1114,43 @@ fail:
 	return r;
 }
 
+int flit_udp_io_wrap(const struct flit_udp_io_cfg *cfg, flit_udp_recv_fn fn, void *arg,
+		     struct flit_udp_io **out)
+{
+	struct flit_udp_io *io;
+	int r;
+
+	if (!cfg || !fn || cfg->batch < 1 || cfg->batch > BATCH_MAX ||
+	    cfg->dgram_max < 1 || cfg->dgram_max > DGRAM_MAX ||
+	    cfg->impair.loss_bp > 10000 || cfg->impair.dup_bp > 10000 ||
+	    cfg->impair.reorder_bp > 10000)
+		return flit_err(EINVAL, "udp io: bad wrap configuration");
+	io = zalloc(sizeof(*io));
+	if (!io)
+		return flit_err(ENOMEM, "udp io: io object");
+	io->fd = -1;
+	io->backend = FLIT_UDP_EXTERNAL;
+	io->batch = cfg->batch;
+	io->dgram_max = cfg->dgram_max;
+	io->stride = (cfg->dgram_max + 63u) & ~63u;
+	io->ext_fn = fn;
+	io->ext_arg = arg;
+	snprintf(io->desc, sizeof(io->desc), "external");
+	const struct flit_udp_impair *ic = &cfg->impair;
+	if (ic->loss_bp || ic->dup_bp || ic->reorder_bp) {
+		if ((r = impair_open(io, ic)) < 0) {
+			flit_udp_io_close(io);
+			return r;
+		}
+		snprintf(io->desc, sizeof(io->desc),
+			 "external, impaired (loss %u.%02u%%, dup %u.%02u%%, reorder %u.%02u%%, seed %llu)",
+			 ic->loss_bp / 100, ic->loss_bp % 100, ic->dup_bp / 100, ic->dup_bp % 100,
+			 ic->reorder_bp / 100, ic->reorder_bp % 100, (unsigned long long)ic->seed);
+	}
+	*out = io;
+	return 0;
+}
+
 void flit_udp_io_close(struct flit_udp_io *io)
 {
 	if (!io)
@@ -1133,13 +1181,15 @@ int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned 
 		return n ? flit_err(EINVAL, "udp io: receive on a send-only io object") : 0;
 	if (FLIT_UNLIKELY(io->im != NULL))
 		return impair_recv(io, d, n);
-	return io->backend == FLIT_UDP_URING ? uring_recv(io, d, n) : sock_recv(io, d, n);
+	return backend_recv(io, d, n);
 }
 
 int flit_udp_io_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
 {
 	if (FLIT_UNLIKELY(!n))
 		return 0;
+	if (FLIT_UNLIKELY(io->backend == FLIT_UDP_EXTERNAL))
+		return flit_err(EOPNOTSUPP, "udp io: send on a wrapped receive path");
 	return io->backend == FLIT_UDP_URING ? uring_send(io, d, n) : sock_send(io, d, n);
 }
 

@@ -27,6 +27,7 @@
 enum flit_udp_backend {
 	FLIT_UDP_SOCKETS = 0,
 	FLIT_UDP_URING = 1,
+	FLIT_UDP_EXTERNAL = 2,   /* flit_udp_io_wrap(): datagrams from a function */
 };
 
 /* Receive-side impairment (all zero: off).  Probabilities in basis points
@@ -85,6 +86,15 @@ struct flit_udp_io;
 int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg,
 		     struct flit_udp_io **out);
 void flit_udp_io_close(struct flit_udp_io *io);
+
+/* A receive-only io object whose datagrams come from fn (same contract as
+ * flit_udp_io_recv: views valid until the next call) rather than from a
+ * socket, so that the impairment layer wraps another data path too (the
+ * AF_XDP one).  cfg: batch, dgram_max (the largest datagram fn hands out)
+ * and impair are used.  Send fails with -EOPNOTSUPP; fd is -1. */
+typedef int (*flit_udp_recv_fn)(void *arg, struct flit_udp_dgram *d, unsigned n);
+int flit_udp_io_wrap(const struct flit_udp_io_cfg *cfg, flit_udp_recv_fn fn, void *arg,
+		     struct flit_udp_io **out);
 int flit_udp_io_fd(const struct flit_udp_io *io);
 
 /* Receive up to n datagrams without blocking: fills d[0..ret) (buf points
