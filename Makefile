@@ -185,7 +185,7 @@ install: all
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/flit.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 755 $(TOOLS) $(LOADER) $(DESTDIR)$(BINDIR)/
-	for s in 1 3 7; do \
+	for s in 1 3 7 8; do \
 		ls docs/man/*.$$s >/dev/null 2>&1 || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 docs/man/*.$$s $(DESTDIR)$(MANDIR)/man$$s/; \

@@ -3,39 +3,47 @@
  * flit's XDP steering program.  Maps, counters and the decisions it makes:
  * bpf/flit_xdp.h.  Per packet, in order:
  *
- *   Ethernet, at most two 802.1Q/802.1ad tags (VLAN counted once per frame;
- *   a third tag is "another EtherType"), IPv4 (options honoured; a version
- *   other than 4 or IHL < 5 cannot be parsed and counts as SHORT, like a
- *   truncated header), UDP unfragmented (MF or an offset: FRAGMENT, the
- *   kernel reassembles), flow lookup on (daddr, dport)      -> XDP_PASS + reason
- *   payload shorter than 4 bytes or no magic 'F' 'L'         -> PASS_NOT_FLIT
- *   magic, but the UDP length contradicts the packet or the
- *   IPv4 total length (a datagram nobody can trust)          -> MALFORMED
- *   type 2..7 (control frames: flit_ctl_check() in user
- *   space validates them, they are rare and small)           -> redirect
- *   type 0 or > 7: nothing sends them (8..15 are reserved for
- *   later control frames, which would come with a new
- *   FLIT_XDP_VERSION of this program); user space would
- *   refuse them as FLIT_FE_TYPE anyway                       -> MALFORMED
- *   DATA: checks 1..6 of docs/PROTOCOL.md against the UDP
- *   payload (short, version, flags, len)                     -> MALFORMED
- *   DATA of a session with FLIT_XDP_SESS_FILTER: walk up to
- *   FLIT_XDP_WALK_MAX messages (checks 7a..7c, and 8 when
- *   the whole frame was walked); first wanted topic          -> redirect
- *                        no wanted topic in the whole frame  -> FILTERED
- *                        more messages than the walk reads   -> WALK_LIMIT, redirect
- *   any other DATA (session not listed / not filtered)       -> redirect, unread
+ *   Ethernet, at most two 802.1Q/802.1ad tags (VLAN counted once per
+ *   frame; a third tag counts as another EtherType), IPv4 with its options
+ *   (a version other than 4 or IHL < 5 cannot be parsed: SHORT, like a
+ *   truncated header), protocol (before the fragment test, so a TCP
+ *   fragment is NOT_UDP), no MF and no offset (else FRAGMENT: the kernel
+ *   reassembles), UDP, (daddr, dport) in flows      -> XDP_PASS + reason
+ *   a flow's payload < 4 bytes or without 'F' 'L'   -> PASS_NOT_FLIT
+ *   magic, but the UDP length runs past the packet
+ *   or the IPv4 total length, or is < 8             -> MALFORMED (any type)
+ *   type 2..7, control frames (rare and small;
+ *   flit_ctl_check() in user space validates them)  -> steer
+ *   type 0 or > 7: nothing sends them (8..15 are
+ *   reserved for control frames a later protocol
+ *   revision, and FLIT_XDP_VERSION, would add);
+ *   user space would refuse them (FLIT_FE_TYPE)     -> MALFORMED
+ *   DATA failing checks 1..6 of docs/PROTOCOL.md
+ *   against the UDP payload (short, version, flags,
+ *   len >= 24, len % 8 == 0, len <= payload)        -> MALFORMED
+ *   DATA of a session not in sessions, or without
+ *   FLIT_XDP_SESS_FILTER                            -> steer, messages unread
+ *   DATA of a filtering session: checks 7a..7c on up to FLIT_XDP_WALK_MAX
+ *   messages (and 8 when that is all of them), a topics lookup each:
+ *     a failed check before a wanted topic         -> MALFORMED
+ *     a wanted topic (value != 0)                  -> steer (rest unread)
+ *     all messages read, none wanted               -> FILTERED
+ *     more messages, none of the first wanted, or
+ *     a frame over WALK_BYTES_MAX bytes            -> WALK_LIMIT, steer
+ *   steer: bpf_redirect_map(xsks, slot_base + rx_queue_index); an empty or
+ *   out-of-range slot gives XDP_PASS (NO_SOCKET), so a kernel socket on the
+ *   group still gets the datagram.
  *
- * A frame that is redirected is not fully validated here: user space runs
- * flit_frame_validate() on everything it receives.  The program only checks
- * what it must read to decide, and what it must not let through to a drop
- * decision unchecked.
+ * Steered frames are not validated whole here: user space runs
+ * flit_frame_validate() on everything it receives.  The program reads only
+ * what a decision needs, and drops (FILTERED) only a frame it has read
+ * whole and found well formed.
  *
  * Latency path: one flows lookup per UDP packet, one sessions lookup per
- * DATA frame, one topics lookup per walked message (filtered sessions only),
- * bpf_redirect_map() (its own xsks lookup: the XDP_PASS in its flags is
- * the verdict when the slot is empty, so no separate bpf_map_lookup_elem()),
- * and the per-CPU counters.
+ * DATA frame, one topics lookup per walked message (filtering sessions
+ * only), bpf_redirect_map() (its own xsks lookup; the XDP_PASS in its flags
+ * is its verdict for an empty slot, so no separate bpf_map_lookup_elem()),
+ * and the per-CPU counters, bumped in one place.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -163,35 +171,13 @@ static __always_inline void count(__u32 idx)
 		(*v)++;
 }
 
-static __always_inline int pass(__u32 reason)
-{
-	count(FLIT_XDP_PASSED);
-	count(reason);
-	return XDP_PASS;
-}
-
-static __always_inline int drop(__u32 verdict)
-{
-	count(verdict);
-	return XDP_DROP;
-}
-
-/* To the AF_XDP socket of this flow and rx queue; an empty (or out of
- * range) slot makes bpf_redirect_map() return XDP_PASS, so a kernel socket
- * on the group still gets the datagram. */
-static __always_inline int steer(__u32 slot_base, struct xdp_md *ctx)
-{
-	__u32 slot = slot_base + ctx->rx_queue_index;
-
-	if (bpf_redirect_map(&xsks, slot, XDP_PASS) == XDP_REDIRECT) {
-		count(FLIT_XDP_REDIRECTED);
-		return XDP_REDIRECT;
-	}
-	return pass(FLIT_XDP_NO_SOCKET);
-}
-
-SEC("xdp")
-int flit_xdp_steer(struct xdp_md *ctx)
+/*
+ * The decision, as the counter it is accounted in: FLIT_XDP_REDIRECTED for
+ * "steer to the flow's socket" (*slot_base set), FLIT_XDP_FILTERED or
+ * FLIT_XDP_MALFORMED for a drop, a PASS_* reason for XDP_PASS.  The counters
+ * are bumped in one place, flit_xdp_steer(), which keeps the program small.
+ */
+static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -200,12 +186,12 @@ int flit_xdp_steer(struct xdp_md *ctx)
 	struct flit_wire_hdr *fh;
 	struct flit_xdp_flow_key fkey;
 	struct flit_xdp_flow *flow;
-	__u32 l2, hlen, ulen, plen, slot_base;
+	__u32 l2, hlen, ulen, plen;
 	__u16 proto;
 
 	/* ---- Ethernet and up to two VLAN tags ---- */
 	if (data + ETH_HLEN_ > data_end)
-		return pass(FLIT_XDP_PASS_SHORT);
+		return FLIT_XDP_PASS_SHORT;
 	proto = *(__be16 *)(data + 12);
 	l2 = ETH_HLEN_;
 	if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
@@ -217,81 +203,81 @@ int flit_xdp_steer(struct xdp_md *ctx)
 			if (proto != bpf_htons(ETH_P_8021Q_) && proto != bpf_htons(ETH_P_8021AD_))
 				break;
 			if ((void *)(vh + 1) > data_end)
-				return pass(FLIT_XDP_PASS_SHORT);
+				return FLIT_XDP_PASS_SHORT;
 			proto = vh->proto;
 			l2 += sizeof(*vh);
 		}
 	}
 	if (proto == bpf_htons(ETH_P_IPV6_))
-		return pass(FLIT_XDP_PASS_IPV6);
+		return FLIT_XDP_PASS_IPV6;
 	if (proto != bpf_htons(ETH_P_IP_))   /* also a third VLAN tag */
-		return pass(FLIT_XDP_PASS_NOT_IPV4);
+		return FLIT_XDP_PASS_NOT_IPV4;
 
 	/* ---- IPv4 ---- */
 	ip = data + l2;
 	if ((void *)(ip + 1) > data_end)
-		return pass(FLIT_XDP_PASS_SHORT);
+		return FLIT_XDP_PASS_SHORT;
 	if ((ip->ver_ihl >> 4) != 4 || (ip->ver_ihl & 0xf) < 5)
-		return pass(FLIT_XDP_PASS_SHORT);
+		return FLIT_XDP_PASS_SHORT;
 	hlen = (ip->ver_ihl & 0xf) * 4;        /* 20..60 */
 	if (data + l2 + hlen > data_end)
-		return pass(FLIT_XDP_PASS_SHORT);
+		return FLIT_XDP_PASS_SHORT;
 	if (ip->protocol != IPPROTO_UDP_)
-		return pass(FLIT_XDP_PASS_NOT_UDP);
+		return FLIT_XDP_PASS_NOT_UDP;
 	if (ip->frag_off & bpf_htons(IP_MF_OFFSET))
-		return pass(FLIT_XDP_PASS_FRAGMENT);
+		return FLIT_XDP_PASS_FRAGMENT;
 
 	/* ---- UDP and the flow ---- */
 	udp = data + l2 + hlen;
 	if ((void *)(udp + 1) > data_end)
-		return pass(FLIT_XDP_PASS_SHORT);
+		return FLIT_XDP_PASS_SHORT;
 	fkey.daddr = ip->daddr;
 	fkey.dport = udp->dest;
 	fkey.pad = 0;
 	flow = bpf_map_lookup_elem(&flows, &fkey);
 	if (!flow)
-		return pass(FLIT_XDP_PASS_NO_FLOW);
-	slot_base = flow->slot_base;
+		return FLIT_XDP_PASS_NO_FLOW;
+	*slot_base = flow->slot_base;
 
 	/* ---- flit? ---- */
 	fh = (void *)(udp + 1);
 	if ((void *)fh + 4 > data_end || fh->magic != FLIT_MAGIC)
-		return pass(FLIT_XDP_PASS_NOT_FLIT);
+		return FLIT_XDP_PASS_NOT_FLIT;
 	/* The datagram must lie inside the packet and the IPv4 packet; bytes
 	 * past it (Ethernet padding) are not part of the frame. */
 	ulen = bpf_ntohs(udp->len);
 	if (ulen < sizeof(*udp) || data + l2 + hlen + ulen > data_end ||
 	    hlen + ulen > bpf_ntohs(ip->tot_len))
-		return drop(FLIT_XDP_MALFORMED);
+		return FLIT_XDP_MALFORMED;
 	plen = ulen - sizeof(*udp);
 	if (plen < 4)                           /* the magic was padding */
-		return pass(FLIT_XDP_PASS_NOT_FLIT);
+		return FLIT_XDP_PASS_NOT_FLIT;
 
 	if (fh->type != FLIT_T_DATA) {
 		if (fh->type >= 2 && fh->type <= FLIT_T_CTL_LAST)
-			return steer(slot_base, ctx);
-		return drop(FLIT_XDP_MALFORMED);
+			return FLIT_XDP_REDIRECTED;
+		return FLIT_XDP_MALFORMED;
 	}
 
 	/* ---- DATA: header checks (PROTOCOL.md "What a receiver checks" 1..6) ---- */
 	if (plen < FLIT_HDR_LEN || (void *)(fh + 1) > data_end)
-		return drop(FLIT_XDP_MALFORMED);
+		return FLIT_XDP_MALFORMED;
 	__u32 flen = fh->len;
 	__u16 flags = fh->flags;
 	if (fh->version != FLIT_VERSION || (flags & ~FLIT_F_KNOWN) ||
 	    flen < FLIT_HDR_LEN || (flen & 7) || flen > plen)
-		return drop(FLIT_XDP_MALFORMED);
+		return FLIT_XDP_MALFORMED;
 
 	__u32 session = fh->session_id;
 	__u32 *sflags = bpf_map_lookup_elem(&sessions, &session);
 	if (!sflags || !(*sflags & FLIT_XDP_SESS_FILTER))
-		return steer(slot_base, ctx);
+		return FLIT_XDP_REDIRECTED;
 
 	/* ---- the topic filter: PROTOCOL.md checks 7a..7c, 8 ---- */
 	__u32 nmsg = fh->count;
 	if (flen > WALK_BYTES_MAX) {
 		count(FLIT_XDP_WALK_LIMIT);
-		return steer(slot_base, ctx);
+		return FLIT_XDP_REDIRECTED;
 	}
 	__u32 mh = (flags & FLIT_F_TS) ? 16 : 8;
 	__u32 off = FLIT_HDR_LEN;       /* of the next message, in the frame */
@@ -302,33 +288,59 @@ int flit_xdp_steer(struct xdp_md *ctx)
 		if (i == nmsg) {
 			/* whole frame read, nothing wanted */
 			if (off != flen)
-				return drop(FLIT_XDP_MALFORMED);
-			return drop(FLIT_XDP_FILTERED);
+				return FLIT_XDP_MALFORMED;
+			return FLIT_XDP_FILTERED;
 		}
 		if (off + mh > flen)
-			return drop(FLIT_XDP_MALFORMED);
+			return FLIT_XDP_MALFORMED;
 		/* off <= flen <= WALK_BYTES_MAX: the mask is for the verifier */
 		__u32 *m = (void *)fh + (off & WALK_BYTES_MAX);
 		if ((void *)(m + 2) > data_end)  /* flen <= plen: never taken */
-			return drop(FLIT_XDP_MALFORMED);
+			return FLIT_XDP_MALFORMED;
 		__u32 lf = m[1];
 		if (lf > FLIT_MSG_LEN_MAX)
-			return drop(FLIT_XDP_MALFORMED);
+			return FLIT_XDP_MALFORMED;
 		off += mh + ((lf + 7) & ~7u);
 		if (off > flen)
-			return drop(FLIT_XDP_MALFORMED);
+			return FLIT_XDP_MALFORMED;
 		tkey.topic = m[0];
 		__u32 *want = bpf_map_lookup_elem(&topics, &tkey);
 		if (want && *want)
-			return steer(slot_base, ctx);
+			return FLIT_XDP_REDIRECTED;
 	}
 	if (nmsg == FLIT_XDP_WALK_MAX) {
 		if (off != flen)
-			return drop(FLIT_XDP_MALFORMED);
-		return drop(FLIT_XDP_FILTERED);
+			return FLIT_XDP_MALFORMED;
+		return FLIT_XDP_FILTERED;
 	}
 	count(FLIT_XDP_WALK_LIMIT);
-	return steer(slot_base, ctx);
+	return FLIT_XDP_REDIRECTED;
+}
+
+SEC("xdp")
+int flit_xdp_steer(struct xdp_md *ctx)
+{
+	__u32 slot_base = 0;
+	__u32 c = classify(ctx, &slot_base);
+
+	if (c == FLIT_XDP_REDIRECTED) {
+		/* An empty (or out of range) slot makes bpf_redirect_map()
+		 * return XDP_PASS, its flags' low bits: a kernel socket on
+		 * the group still gets the datagram. */
+		if (bpf_redirect_map(&xsks, slot_base + ctx->rx_queue_index,
+				     XDP_PASS) == XDP_REDIRECT) {
+			count(FLIT_XDP_REDIRECTED);
+			return XDP_REDIRECT;
+		}
+		c = FLIT_XDP_NO_SOCKET;
+	}
+	if (c == FLIT_XDP_FILTERED || c == FLIT_XDP_MALFORMED) {
+		count(c);
+		return XDP_DROP;
+	}
+	count(FLIT_XDP_PASSED);
+	count(c);
+	return XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

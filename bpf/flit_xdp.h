@@ -19,19 +19,31 @@
  *
  * The program's decisions (every packet gets exactly one verdict counter
  * and, for XDP_PASS, one reason counter):
- *   - not a flit flow (not Ethernet/[802.1Q|802.1ad]{0,2}/IPv4/UDP, an IPv4
- *     fragment, or (daddr, dport) not in flows): XDP_PASS, untouched;
- *   - a flow's UDP payload without the flit magic: XDP_PASS (NOT_FLIT);
- *   - a flow's flit DATA frame whose header or message lengths fail the
- *     checks of docs/PROTOCOL.md within the packet: XDP_DROP (MALFORMED);
+ *   - not a flit flow: XDP_PASS, untouched, with the first reason that
+ *     applies: short (any header cut short, IHL < 5, IPv4 version != 4),
+ *     ipv6, not_ipv4 (other EtherTypes, a third VLAN tag), not_udp (decided
+ *     before fragments), fragment (MF or an offset), no_flow ((daddr,
+ *     dport) not in flows);
+ *   - a flow's UDP payload under 4 bytes or without the flit magic:
+ *     XDP_PASS (NOT_FLIT);
+ *   - the magic, but a UDP length that contradicts the packet or the IPv4
+ *     total length, a frame type 0 or > 7, or a DATA header or message
+ *     lengths that fail the checks of docs/PROTOCOL.md: XDP_DROP
+ *     (MALFORMED);
  *   - a DATA frame of a session listed in sessions with FLIT_XDP_SESS_FILTER
- *     in which no message's (session, topic) is in topics: XDP_DROP
- *     (FILTERED); a frame with any wanted message, or more messages than
- *     FLIT_XDP_WALK_MAX, is steered whole;
- *   - everything else on a flow (all control frames, DATA of sessions not
+ *     in which no message's (session, topic) has a non-zero value in topics:
+ *     XDP_DROP (FILTERED); a frame with any wanted message is steered whole,
+ *     and one with more messages than FLIT_XDP_WALK_MAX (or longer than
+ *     0x7ff8 bytes) is steered unread (WALK_LIMIT);
+ *   - everything else on a flow (control frames 2..7, DATA of sessions not
  *     listed): redirected to xsks[slot_base + rx_queue_index]; no socket
  *     there: XDP_PASS (NO_SOCKET), so a kernel socket on the group still
  *     gets it.
+ *
+ * A filtered frame leaves a gap in its session's sequence numbers: user
+ * space filters only sessions of which it wants no topic at all (the xdp
+ * transport never lists a session it receives), so its reliability layer
+ * never sees those gaps.
  */
 #ifndef FLIT_XDP_H
 #define FLIT_XDP_H
