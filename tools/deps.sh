@@ -9,7 +9,7 @@ declare -A pc=(            # pkg-config module -> Debian package
 declare -A cmd=(           # command -> Debian package
   [pkg-config]=pkg-config [gcc]=gcc [make]=make [clang]=clang [llc]=llvm
   [bpftool]=bpftool [xdp-loader]=xdp-tools [ip]=iproute2 [timeout]=coreutils
-  [nft]=nftables [sockperf]=sockperf [gnuplot]=gnuplot-nox [capsh]=libcap2-bin
+  [nft]=nftables [ethtool]=ethtool [sockperf]=sockperf [gnuplot]=gnuplot-nox [capsh]=libcap2-bin
 )
 # files -> Debian package (clang's sanitizer/fuzzer runtime for `make fuzz`)
 declare -A file=(

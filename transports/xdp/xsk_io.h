@@ -54,18 +54,23 @@ struct flit_xsk_cfg {
 	bool verify_csum;       /* drop received UDP datagrams with a bad
 				 * checksum (IPv4 header checksum is always
 				 * verified) */
-	uint8_t ttl;            /* of sent IPv4 packets (multicast TTL) */
+	uint8_t ttl;            /* of sent IPv4 packets (multicast TTL; 0: 1;
+				 * unicast uses net.ipv4.ip_default_ttl, as a
+				 * kernel socket would) */
 };
 
 /* Per object, summed over queues.  rx_frames: taken from rx rings;
+ * rx_bytes, tx_bytes: frame bytes (Ethernet header included);
  * rx_dropped_*: frames not handed out (counted, freed): too short or
- * inconsistent Ethernet/IPv4/UDP headers, not IPv4/UDP, bad IPv4 header
- * checksum, bad UDP checksum.  tx_*: frames put on tx rings; tx_full: sends
- * refused for a full ring or no free frame; tx_no_neigh: unicast sends
- * refused because the next hop's MAC is not known yet (a neighbour
- * resolution was started: the caller sends that one through the kernel);
- * tx_too_big: datagram larger than a frame holds.  wakeups: sendto/recvfrom
- * /poll syscalls made for kicks and need_wakeup. */
+ * inconsistent Ethernet/IPv4/UDP headers, not IPv4/UDP (or a fragment), bad
+ * IPv4 header checksum, bad UDP checksum.  tx_*: frames put on tx rings;
+ * tx_full: sends refused for a full ring or no free frame; tx_no_neigh:
+ * unicast sends refused because the next hop's MAC is not known yet (a
+ * neighbour resolution was started) or the destination's route does not
+ * leave through this interface (local, another interface, none): the caller
+ * sends that one through the kernel; tx_too_big: datagram larger than
+ * flit_xsk_max_payload().  wakeups: sendto/recvfrom/poll syscalls made for
+ * kicks and need_wakeup. */
 struct flit_xsk_stats {
 	uint64_t rx_frames, rx_bytes;
 	uint64_t rx_dropped_short, rx_dropped_proto, rx_dropped_ipcsum,
@@ -89,7 +94,9 @@ struct in_addr flit_xsk_addr(const struct flit_xsk *x);   /* interface IPv4 */
 /* "copy mode, skb, need_wakeup, busy-poll 50 us, 1 queue, 4096x2048 B UMEM
  * (huge pages)" and the like: every choice that changes performance. */
 const char *flit_xsk_describe(const struct flit_xsk *x);
-/* Largest UDP payload a send takes (frame_size - headroom - 42). */
+/* Largest UDP payload a send takes: frame_size - headroom (256) - 42, and
+ * at most the interface's MTU (read at open) - 28, since the device drops
+ * larger frames silently. */
 uint32_t flit_xsk_max_payload(const struct flit_xsk *x);
 
 /* Receive up to n UDP datagrams from all queues without blocking: d[i].buf
@@ -109,7 +116,9 @@ int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
  * -errno for the first.  A unicast datagram whose next hop's MAC is unknown
  * returns -EHOSTUNREACH at its position if it is the first (count 0 taken),
  * having asked the kernel to resolve it; callers send it through a kernel
- * socket instead. */
+ * socket instead (also what -EHOSTUNREACH means for a destination whose
+ * route does not leave through this interface).  Larger than
+ * flit_xsk_max_payload(): -EMSGSIZE; not AF_INET: -EDESTADDRREQ. */
 int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
 		  unsigned n, uint16_t sport);
 
