@@ -70,6 +70,7 @@ struct flit_transport_ops {
 
 extern const struct flit_transport_ops flit_shm_ops;
 extern const struct flit_transport_ops flit_udp_ops;
+extern const struct flit_transport_ops flit_xdp_ops;
 
 /* ---- receive sessions: what the core knows of one remote source -------- */
 

@@ -14,6 +14,7 @@
 static const struct flit_transport_ops *const transports[] = {
 	&flit_shm_ops,
 	&flit_udp_ops,
+	&flit_xdp_ops,
 };
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
@@ -284,7 +285,7 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 		tname = cfg.transport;
 	ti = transport_index(tname);
 	if (ti < 0)
-		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm, udp)", tname);
+		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm, udp, xdp)", tname);
 	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
 		return flit_null(-err);
 

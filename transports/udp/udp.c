@@ -22,8 +22,18 @@
  * source (keepalive once a second: the source counts its receivers and, in
  * unicast mode, sends to them).
  *
+ * The xdp transport is this code with an AF_XDP data path
+ * (transports/xdp/xdp_path.h): DATA and session control frames on the flows
+ * we listen on (the groups joined and the unicast socket's port) are
+ * steered by flit's XDP program to AF_XDP sockets and received there; DATA
+ * is sent through them (frames built byte for byte as the kernel would).
+ * The kernel sockets stay: they join the groups (IGMP, NIC filters), send
+ * NAKs, joins, queries and the service's frames, hear the resolver, and are
+ * drained at housekeeping for what XDP hands to the kernel (fragments, no
+ * socket in the slot after a detach).
+ *
  * Wire format: docs/PROTOCOL.md.  Settings: docs/CONFIG.md (context.udp.*,
- * source.udp.*, receiver.udp.*).
+ * context.xdp.*, source.udp.*, receiver.udp.*).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,6 +59,7 @@
 #include "ctl.h"
 #include "rel.h"
 #include "udp/udp_io.h"
+#include "xdp/xdp_path.h"
 
 #define MS  1000000ull
 #define US  1000ull
@@ -159,6 +170,13 @@ struct flit_tp {
 	struct flit_udp_io *ucast;
 	struct flit_udp_io *res_rx;
 	unsigned ucast_want, res_want;
+	struct flit_xdp_path *xp;    /* xdp transport: the AF_XDP data path */
+	struct flit_xsk *xk;
+	struct flit_udp_io *xk_io;   /* impairment around xk (tests), or NULL */
+	struct sockaddr_in ucast_self; /* the unicast socket's address */
+	char desc[640];
+	unsigned xk_want;
+	bool xk_fallback_warned;
 	struct flit_udp_dgram *dg;
 	unsigned nstatic;
 	struct rsock **statics;      /* static-map multicast sockets held */
@@ -364,6 +382,11 @@ static struct rsock *rsock_get(struct flit_tp *tp, struct in_addr group, uint16_
 		free(r);
 		return flit_null(-err);
 	}
+	if (tp->xp && (err = flit_xdp_path_flow_get(tp->xp, group, htons(port)))) {
+		flit_udp_io_close(r->io);
+		free(r);
+		return flit_null(-err);
+	}
 	r->next = tp->socks;
 	tp->socks = r;
 	return r;
@@ -388,6 +411,8 @@ static void rsock_reap(struct flit_tp *tp)
 			continue;
 		}
 		*pp = r->next;
+		if (tp->xp)
+			flit_xdp_path_flow_put(tp->xp, r->group, htons(r->port));
 		flit_udp_io_close(r->io);
 		free(r);
 	}
@@ -610,8 +635,13 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 			char name[FLIT_TOPIC_MAX + 1];
 			any |= flit_ctx_wants(tp->ctx, ctl_name_str(&nm, name));
 		}
-		if (!any)
-			return 0; /* not for us: remember nothing */
+		if (!any) {
+			/* not for us: remember nothing (over xdp, its data is
+			 * dropped in XDP from now on) */
+			if (tp->xp)
+				flit_xdp_path_filter(tp->xp, h->session_id);
+			return 0;
+		}
 		if (tp->nsess >= MAX_SESS) {
 			flit_ctx_rx_counters(tp->ctx)->unknown_session++;
 			return 0;
@@ -776,14 +806,14 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
  * the next one (up to context.udp.rx_batch), a short one shrinks it to what
  * came, so a sparse latency-bound stream pays for one receive attempt per
  * datagram, not for a second one that finds the socket empty. */
-static int drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
-		 int limit, uint64_t now)
+static int drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk *xk,
+		     unsigned *want, int limit, uint64_t now)
 {
 	int total = 0;
 
 	while (total < limit) {
 		unsigned w = *want ? *want : 1;
-		int n = flit_udp_io_recv(io, tp->dg, w);
+		int n = xk ? flit_xsk_recv(xk, tp->dg, NULL, w) : flit_udp_io_recv(io, tp->dg, w);
 		if (n <= 0)
 			return n < 0 ? n : total;
 		for (int i = 0; i < n; i++)
@@ -795,6 +825,12 @@ static int drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
 		*want = w * 2 > tp->iocfg.batch ? tp->iocfg.batch : w * 2;
 	}
 	return total;
+}
+
+static int drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
+		 int limit, uint64_t now)
+{
+	return drain_any(tp, io, NULL, want, limit, now);
 }
 
 /* ---- receive side: resolution ------------------------------------------------ */
@@ -930,6 +966,8 @@ static void rebind(struct flit_tp *tp, uint64_t now)
 	struct stbuild b = { .tp = tp };
 
 	statics_release(tp);
+	if (tp->xp)
+		flit_xdp_path_unfilter_all(tp->xp); /* wants changed: learn again */
 	flit_ctx_each_sub(tp->ctx, static_add, &b);
 	for (struct rsess *s = tp->sess, *next; s; s = next) {
 		next = s->next;
@@ -960,8 +998,25 @@ static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 
 	if (tp->res_rx)
 		ev += drain(tp, tp->res_rx, &tp->res_want, limit, now);
-	if (!tp->want_ucast_every_poll && tp->ucast)
+	if ((!tp->want_ucast_every_poll || tp->xk) && tp->ucast)
 		ev += drain(tp, tp->ucast, &tp->ucast_want, limit, now);
+	if (tp->xk) {
+		/* what XDP left to the kernel on our flows: fragments, or
+		 * everything once the program was detached under us */
+		int k = 0;
+		for (struct rsock *r = tp->socks; r; r = r->next)
+			if (r->refs) {
+				int n = drain(tp, r->io, &r->want, limit, now);
+				k += n > 0 ? n : 0;
+			}
+		if (k && !tp->xk_fallback_warned) {
+			tp->xk_fallback_warned = true;
+			flit_warn("xdp: data arrives through kernel sockets (program detached, or fragments?): "
+				  "it is delivered, but at housekeeping pace");
+		}
+		ev += k;
+		flit_xsk_tx_service(tp->xk);
+	}
 	for (struct rsess *s = tp->sess, *sn; s; s = sn) {
 		sn = s->next;
 		if (!s->core) {
@@ -1021,10 +1076,15 @@ static void src_raw(struct udp_src *s, const void *buf, size_t len)
 /* Send a DATA frame from the application's thread through the io backend.
  * Returns 0, FLIT_BACK_PRESSURED (socket full: nothing sent) or
  * FLIT_NOT_CONNECTED (unicast, no receiver). */
+static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len);
+
 static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 {
 	struct flit_udp_dgram d[16];
 	unsigned n = 0;
+
+	if (s->tp->xk && len <= flit_xsk_max_payload(s->tp->xk))
+		return src_xmit_xsk(s, buf, len);
 
 	if (s->mode == FLIT_MODE_MCAST) {
 		d[0] = (struct flit_udp_dgram){ .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
@@ -1046,6 +1106,28 @@ static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 	}
 	int r = flit_udp_io_send(s->io, d, n);
 	return r == 1 ? 0 : FLIT_BACK_PRESSURED;
+}
+
+/* src_xmit over AF_XDP: a unicast receiver whose MAC is not known yet gets
+ * this frame through the kernel (which resolves it). */
+static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len)
+{
+	struct flit_xsk *xk = s->tp->xk;
+	struct flit_udp_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
+
+	if (s->mode == FLIT_MODE_MCAST)
+		return flit_xsk_send(xk, &d, 1, s->self.sin_port) == 1 ? 0 : FLIT_BACK_PRESSURED;
+	if (!s->nrcv)
+		return FLIT_NOT_CONNECTED;
+	unsigned sent = 0;
+	for (unsigned i = 0; i < s->nrcv; i++) {
+		d.addr = s->rcv[i].a;
+		int r = flit_xsk_send(xk, &d, 1, s->self.sin_port);
+		if (r == -EHOSTUNREACH)
+			r = flit_udp_io_send(s->io, &d, 1);
+		sent += r == 1;
+	}
+	return sent ? 0 : FLIT_BACK_PRESSURED;
 }
 
 static uint32_t max_msg_of(const struct udp_src *s)
@@ -1644,7 +1726,12 @@ static void batch_cap_update(struct flit_tp *tp)
 
 /* ---- transport operations --------------------------------------------------- */
 
-static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
+static int xsk_recv_fn(void *arg, struct flit_udp_dgram *d, unsigned n)
+{
+	return flit_xsk_recv(arg, d, NULL, n);
+}
+
+static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 {
 	const struct flit_cfg_context *cc = flit_ctx_cfg(ctx);
 	struct flit_tp *tp = calloc(1, sizeof(*tp));
@@ -1711,6 +1798,31 @@ static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
 		err = fd < 0 ? fd : err;
 		goto fail;
 	}
+	if (xdp) {
+		socklen_t sl = sizeof(tp->ucast_self);
+		getsockname(flit_udp_io_fd(tp->ucast), (struct sockaddr *)&tp->ucast_self, &sl);
+		if (!tp->ifaddr.s_addr) {
+			err = flit_err(EINVAL, "xdp: context.udp.interface must name the interface to use");
+			goto fail;
+		}
+		if ((err = flit_xdp_path_open(cc, &tp->xp)))
+			goto fail;
+		tp->xk = flit_xdp_path_xsk(tp->xp);
+		if ((err = flit_xdp_path_flow_get(tp->xp, tp->ifaddr, tp->ucast_self.sin_port)))
+			goto fail;
+		if (cc->udp_impair[0]) {
+			/* tests: the same impairment as the socket path */
+			struct flit_udp_io_cfg ic = tp->iocfg;
+			ic.dgram_max = RX_DGRAM_MAX;
+			if ((err = flit_udp_io_wrap(&ic, xsk_recv_fn, tp->xk, &tp->xk_io)))
+				goto fail;
+		}
+		snprintf(tp->desc, sizeof(tp->desc), "%s%s%s", flit_xdp_path_describe(tp->xp),
+			 tp->xk_io ? "; receive " : "", tp->xk_io ? flit_udp_io_describe(tp->xk_io) : "");
+		flit_info("%s", tp->desc);
+	} else {
+		snprintf(tp->desc, sizeof(tp->desc), "udp: %s", flit_udp_io_describe(tp->ucast));
+	}
 	/* the resolver channel: adverts for the receive side, queries for
 	 * the source side (two sockets on one group:port) */
 	if (strcmp(cc->udp_resolver, "off")) {
@@ -1740,10 +1852,27 @@ static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
 	*out = tp;
 	return 0;
 fail:
+	flit_udp_io_close(tp->xk_io);
+	flit_xdp_path_close(tp->xp);
 	flit_udp_io_close(tp->ucast);
 	free(tp->dg);
 	free(tp);
 	return err;
+}
+
+static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
+{
+	return tp_open(ctx, false, out);
+}
+
+static const char *udp_describe(const struct flit_tp *tp)
+{
+	return tp->desc;
+}
+
+static int xdp_open(struct flit_ctx *ctx, struct flit_tp **out)
+{
+	return tp_open(ctx, true, out);
 }
 
 static void udp_close(struct flit_tp *tp)
@@ -1761,6 +1890,10 @@ static void udp_close(struct flit_tp *tp)
 	free(tp->statics);
 	free(tp->static_uc);
 	rsock_reap(tp);
+	flit_udp_io_close(tp->xk_io);
+	flit_xdp_path_close(tp->xp); /* removes our flows, filter, sockets */
+	tp->xp = NULL;
+	tp->xk = NULL;
 	while (tp->socks) {
 		struct rsock *r = tp->socks;
 		tp->socks = r->next;
@@ -1949,16 +2082,26 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	now = mono();
 	__atomic_store_n(&tp->last_poll, now, __ATOMIC_RELAXED);
 	int err = 0;
-	for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
-		if (!r->refs)
-			continue; /* released during this poll */
-		int n = drain(tp, r->io, &r->want, limit - total, now);
+	if (tp->xk) {
+		/* AF_XDP: every flow we listen on, unicast included */
+		int n = tp->xk_io ? drain(tp, tp->xk_io, &tp->xk_want, limit, now) :
+				    drain_any(tp, NULL, tp->xk, &tp->xk_want, limit, now);
 		if (n > 0)
 			total += n;
-		else if (n < 0 && !err)
+		else if (n < 0)
 			err = n;
+	} else {
+		for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
+			if (!r->refs)
+				continue; /* released during this poll */
+			int n = drain(tp, r->io, &r->want, limit - total, now);
+			if (n > 0)
+				total += n;
+			else if (n < 0 && !err)
+				err = n;
+		}
 	}
-	if (tp->want_ucast_every_poll && total < limit) {
+	if (tp->want_ucast_every_poll && !tp->xk && total < limit) {
 		int n = drain(tp, tp->ucast, &tp->ucast_want, limit - total, now);
 		if (n > 0)
 			total += n;
@@ -1978,7 +2121,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 		rebind(tp, now);
 	rsock_reap(tp);
 	if (FLIT_UNLIKELY(err) && !total)
-		return flit_err_wrap(-err, "udp: receive");
+		return flit_err_wrap(-err, tp->xk ? "xdp: receive" : "udp: receive");
 	return total;
 }
 
@@ -2000,4 +2143,26 @@ const struct flit_transport_ops flit_udp_ops = {
 	.src_counters = udp_src_counters,
 	.subs_changed = udp_subs_changed,
 	.poll = udp_poll,
+	.describe = udp_describe,
+};
+
+const struct flit_transport_ops flit_xdp_ops = {
+	.name = "xdp",
+	.caps = FLIT_CAP_MULTICAST,
+	.open = xdp_open,
+	.close = udp_close,
+	.src_open = udp_src_open,
+	.src_close = udp_src_close,
+	.send = udp_send,
+	.claim = udp_claim,
+	.commit = udp_commit,
+	.abort = udp_abort,
+	.flush = udp_flush,
+	.receivers = udp_receivers,
+	.max_msg = udp_max_msg,
+	.next_seq = udp_next_seq,
+	.src_counters = udp_src_counters,
+	.subs_changed = udp_subs_changed,
+	.poll = udp_poll,
+	.describe = udp_describe,
 };

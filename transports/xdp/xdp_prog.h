@@ -10,10 +10,45 @@
  * programs; where it does not (freplace refused: this machine), libxdp
  * attaches the single program and flit_xdp_status() says so.
  *
- * Pins, under FLIT_XDP_PIN_ROOT/<ifname>/ (bpffs mounted there if needed):
- *   prog, flows, xsks, sessions, topics, counters, version
- * (bpf/flit_xdp.h has the layouts).  Pins of another FLIT_XDP_VERSION are
- * refused with -EPROTO, naming both versions.
+ * Pins: one directory per interface and network namespace under
+ * FLIT_XDP_PIN_ROOT (bpffs mounted on /sys/fs/bpf if needed), holding
+ *   owner, ifref, prog, flows, xsks, sessions, topics, counters, version
+ * (bpf/flit_xdp.h has the layouts of the program's maps).  owner is a
+ * one-entry array: the network namespace cookie (SO_NETNS_COOKIE) and the
+ * ifindex the pins belong to.  ifref is a one-entry DEVMAP holding that
+ * interface: the kernel empties it when the interface is unregistered (its
+ * namespace deleted, the interface deleted or moved away), so anyone can
+ * tell pins of an interface that no longer exists.
+ *
+ * Directory names.  bpffs is global, not per network namespace, and several
+ * namespaces may each have an eth0 (tools/testbed gives every host one):
+ *   FLIT_XDP_PIN_ROOT/<ifname>/            canonical: the first namespace to
+ *                                          attach on <ifname> gets it
+ *   FLIT_XDP_PIN_ROOT/<ifname>@<cookie>/   a namespace that finds the
+ *                                          canonical one taken by another
+ *                                          namespace's live interface; cookie
+ *                                          in decimal, e.g. eth0@4107
+ * <ifname> is written with '.' as ':' (bpffs refuses '.' in names, interface
+ * names cannot hold ':'): eth0.100 -> eth0:100.  Interface names with '@'
+ * or ':' are refused (-EINVAL).  Every call resolves "my" directory the same
+ * way: <ifname>/ if its owner is this namespace's <ifname> (cookie and
+ * ifindex; or the ifindex's interface is gone, or <ifname> is missing here:
+ * then the pins are this namespace's stale ones), else
+ * <ifname>@<my cookie>/ if it exists; flit_xdp_status() reports it.  When
+ * neither exists, attach makes <ifname>/ if no live interface holds it,
+ * else <ifname>@<my cookie>/.
+ *
+ * Stale pins: a directory of this namespace whose program is no longer
+ * attached to the interface (a crash, `ip link set dev X xdp off`, the
+ * interface re-created) is replaced on attach and removed on detach.  A
+ * directory whose interface is gone (ifref empty) is stale for everyone:
+ * attach removes all such directories first (so the canonical name is free
+ * again once its namespace is deleted) and flit_xdp_gc() removes them on
+ * demand.  Pins of another live interface are never touched.
+ * Directories appear complete (pinned under a staging name
+ * <ifname>@new<pid>, then renamed into place) and lose version first and
+ * owner last when removed.  Pins of another FLIT_XDP_VERSION are refused
+ * with -EPROTO, naming both versions.
  *
  * Privilege: attaching and opening pins need CAP_NET_ADMIN and CAP_BPF (or
  * CAP_SYS_ADMIN); without them these fail with -EPERM and a trail that names
@@ -29,6 +64,8 @@
 #include "flit_xdp.h"
 
 #define FLIT_XDP_PIN_ROOT "/sys/fs/bpf/flit"
+/* size of a pin directory path: root, ifname, '@', 20 digits, NUL */
+#define FLIT_XDP_PIN_DIR_MAX 64
 
 enum flit_xdp_mode {
 	FLIT_XDP_MODE_AUTO = 0,   /* native, except skb on veth (faster there) */
@@ -41,25 +78,51 @@ struct flit_xdp_maps {
 	char ifname[16];
 	unsigned ifindex;
 	int flows, xsks, sessions, topics, counters, version;
+	char pin_dir[FLIT_XDP_PIN_DIR_MAX];     /* where they were opened */
 };
 
 struct flit_xdp_status {
 	bool attached;            /* some XDP program is attached to ifname */
 	bool flit;                /* ... and it is flit's (pinned, same prog id) */
-	bool pinned;              /* flit's pins exist under the pin root */
+	bool pinned;              /* this namespace's pin directory exists */
+	bool foreign;             /* the canonical directory <ifname>/ holds
+				   * the pins of a live interface of this name
+				   * in another network namespace (so this
+				   * one's are, or go, in <ifname>@<cookie>/) */
 	enum flit_xdp_mode mode;  /* native or skb (or hw: reported as native) */
 	bool multiprog;           /* attached through libxdp's dispatcher */
-	uint32_t prog_id;         /* flit's program id (0: none) */
+	uint32_t prog_id;         /* flit's program id (0: none); also set
+				   * when a program of flit's name is attached
+				   * here without its pins (flit false) */
 	uint32_t version;         /* FLIT_XDP_VERSION of the pins (0: none) */
 	char other[64];           /* name of a non-flit program attached, "" */
 	char why_single[160];     /* why not multiprog, "" when multiprog */
+	char pin_dir[FLIT_XDP_PIN_DIR_MAX]; /* this namespace's pin directory
+				   * for ifname: where the pins are (pinned) or
+				   * where attach would put them */
+};
+
+/* One directory under FLIT_XDP_PIN_ROOT, as flit_xdp_pin_dir_each() sees it. */
+struct flit_xdp_pin_dir {
+	char path[FLIT_XDP_PIN_DIR_MAX];
+	char ifname[16];          /* the interface it was made for */
+	uint64_t netns;           /* its owner's namespace cookie (0: no owner
+				   * pin: debris of a crash, removed by gc if
+				   * empty) */
+	uint32_t ifindex;         /* its owner's ifindex */
+	bool mine;                /* owner is this network namespace */
+	bool gone;                /* its interface no longer exists: stale for
+				   * every namespace (gc removes it) */
 };
 
 /* "native", "skb", "auto" <-> enum; parse returns -EINVAL for others. */
 const char *flit_xdp_mode_str(enum flit_xdp_mode m);
 int flit_xdp_mode_parse(const char *s, enum flit_xdp_mode *m);
 
-/* Mount bpffs on /sys/fs/bpf when it is not mounted.  0 or -errno. */
+/* Mount bpffs on /sys/fs/bpf when it is not mounted.  0 or -errno;
+ * -ENOENT without mounting when this process is in a mount namespace its
+ * ancestors are not in (`ip netns exec`): a bpffs mounted there, and the
+ * pins in it, would vanish with the process. */
 int flit_xdp_bpffs_ensure(void);
 
 /* Load the embedded program and attach it to ifname in mode, pinning its
@@ -69,13 +132,34 @@ int flit_xdp_bpffs_ensure(void);
  * interface: -ENODEV.  mode_out may be NULL. */
 int flit_xdp_attach(const char *ifname, enum flit_xdp_mode mode,
 		    enum flit_xdp_mode *mode_out);
+/* flit_xdp_attach(), except that this namespace's pins of another version
+ * are replaced (that version's program is detached here first).  Another
+ * namespace's pins are never touched, forced or not. */
+int flit_xdp_attach_force(const char *ifname, enum flit_xdp_mode mode,
+			  enum flit_xdp_mode *mode_out);
 
-/* Detach flit's program from ifname and remove its pins.  Live AF_XDP
- * sockets keep working as sockets but receive nothing more (their
- * applications see flows gone).  Not attached: -ENOENT. */
+/* Detach flit's program from ifname and remove this namespace's pins.
+ * Live AF_XDP sockets keep working as sockets but receive nothing more
+ * (their applications see flows gone).  Not attached: -ENOENT; only stale
+ * pins (program gone): they are removed, 0. */
 int flit_xdp_detach(const char *ifname);
 
+/* What is on ifname in this network namespace, and this namespace's pin
+ * directory for it (st->pin_dir).  -ENODEV when there is no such interface
+ * here and no pins of this namespace for that name. */
 int flit_xdp_status(const char *ifname, struct flit_xdp_status *st);
+
+/* Calls fn for each pin directory under FLIT_XDP_PIN_ROOT (any namespace),
+ * in name order; stops and returns fn's value when not 0.  No bpffs or no
+ * pin root: 0 without calls. */
+int flit_xdp_pin_dir_each(int (*fn)(void *arg, const struct flit_xdp_pin_dir *d),
+			  void *arg);
+
+/* Remove the pin directories whose interface no longer exists (any
+ * namespace's: see ifref above) and staging directories of attaches that
+ * did not finish.  fn (may be NULL) is called with each directory removed,
+ * after.  Returns how many, or -errno. */
+int flit_xdp_gc(void (*fn)(void *arg, const char *dir), void *arg);
 
 /* Open the pinned maps of ifname (version checked).  -ENOENT when flit is
  * not attached there. */

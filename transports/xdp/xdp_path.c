@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* The xdp transport's hold on one interface: program, maps, sockets. */
+#include <errno.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "xdp/xdp_path.h"
+#include "xdp/xdp_prog.h"
+
+#define MAX_FLOWS 128
+#define MAX_FILTERED 4096
+
+struct pflow {
+	uint32_t daddr;
+	uint16_t dport;
+	unsigned refs;
+};
+
+struct flit_xdp_path {
+	struct flit_xdp_maps maps;
+	struct flit_xsk *xk;
+	bool attached_here;          /* detach at close */
+	bool filter;
+	enum flit_xdp_mode mode;
+	struct pflow flows[MAX_FLOWS];
+	unsigned nflows;
+	uint32_t *filtered;          /* sessions put in the filter */
+	unsigned nfiltered;
+	char ifname[16];
+	char desc[512];
+};
+
+static int clear_flow(void *arg, const struct flit_xdp_flow_key *k, const struct flit_xdp_flow *v)
+{
+	(void)v;
+	flit_xdp_flow_del(arg, k->daddr, k->dport);
+	return 0;
+}
+
+static int clear_session(void *arg, uint32_t session, uint32_t topic, uint32_t flags)
+{
+	(void)topic; (void)flags;
+	flit_xdp_session_del(arg, session);
+	return 0;
+}
+
+/* Delete while iterating may skip entries of a hash map: repeat until a
+ * pass finds nothing (bounded). */
+static void clear_maps(const struct flit_xdp_maps *m)
+{
+	for (int i = 0; i < 8; i++) {
+		flit_xdp_flow_each(m, clear_flow, (void *)m);
+		flit_xdp_topic_each(m, clear_session, (void *)m);
+	}
+}
+
+int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path **out)
+{
+	struct flit_xdp_path *p;
+	struct flit_xdp_status st;
+	const char *ifname = cc->udp_interface;
+	const char *how;
+	int err;
+
+	if (!ifname[0])
+		return flit_err(EINVAL, "xdp: context.udp.interface must name the interface to use");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return flit_err(ENOMEM, "xdp: out of memory");
+	p->maps.flows = p->maps.xsks = p->maps.sessions = p->maps.topics = -1;
+	p->maps.counters = p->maps.version = -1;
+	p->filter = cc->xdp_filter;
+	snprintf(p->ifname, sizeof(p->ifname), "%s", ifname);
+	p->filtered = calloc(MAX_FILTERED, sizeof(*p->filtered));
+	if (!p->filtered) {
+		free(p);
+		return flit_err(ENOMEM, "xdp: out of memory");
+	}
+
+	err = flit_xdp_bpffs_ensure();
+	if (err)
+		goto fail;
+	/* pins without an attached program (a crash, `ip link set dev X xdp
+	 * off`) count as not attached: attaching cleans them up */
+	err = flit_xdp_status(ifname, &st);
+	if (err)
+		goto fail;
+	if (st.attached && st.flit) {
+		how = "attached before (flit-loader or another flit context)";
+	} else if (cc->xdp_attach == FLIT_XDP_ATTACH_PINNED) {
+		err = flit_err(ENOENT, "xdp: flit's program is not attached to %s "
+			       "(context.xdp.attach = pinned: run `flit-loader attach %s`)",
+			       ifname, ifname);
+		goto fail;
+	} else {
+		err = flit_xdp_attach(ifname, (enum flit_xdp_mode)cc->xdp_mode, NULL);
+		if (err)
+			goto fail;
+		p->attached_here = true;
+		how = "attached by this context (detached when it closes)";
+		if ((err = flit_xdp_status(ifname, &st)))
+			goto fail;
+	}
+	err = flit_xdp_maps_open(ifname, &p->maps);
+	if (err)
+		goto fail;
+	p->mode = st.mode;
+
+	struct flit_xsk_cfg xc = {
+		.queues = cc->xdp_queues,
+		.frames = cc->xdp_frames,
+		.frame_size = cc->xdp_frame_size,
+		.ring_size = cc->xdp_ring_size,
+		.hugepages = cc->xdp_hugepages,
+		.zerocopy = cc->xdp_zerocopy == 1 ? FLIT_XSK_ZC_OFF :
+			    cc->xdp_zerocopy == 2 ? FLIT_XSK_ZC_ON : FLIT_XSK_ZC_AUTO,
+		.xdp_skb_mode = st.mode == FLIT_XDP_MODE_SKB,
+		.need_wakeup = cc->xdp_need_wakeup,
+		.busy_poll_us = cc->xdp_busy_poll_us,
+		.busy_poll_budget = cc->xdp_busy_poll_budget,
+		.verify_csum = cc->xdp_verify_checksums,
+		.ttl = (uint8_t)cc->udp_ttl,
+	};
+	snprintf(xc.ifname, sizeof(xc.ifname), "%s", ifname);
+	err = flit_xsk_open(&xc, &p->xk);
+	if (err)
+		goto fail;
+	if (flit_xsk_queues(p->xk) > FLIT_XDP_XSKS_MAX) {
+		err = flit_err(E2BIG, "xdp: %s has %u queues; flit steers to %d at most (set context.xdp.queues)",
+			       ifname, flit_xsk_queues(p->xk), FLIT_XDP_XSKS_MAX);
+		goto fail;
+	}
+	/* we own the interface's queues now: what the maps still hold is a
+	 * crashed application's */
+	clear_maps(&p->maps);
+	for (unsigned q = 0; q < flit_xsk_queues(p->xk); q++) {
+		err = flit_xdp_xsk_set(&p->maps, q, flit_xsk_fd(p->xk, q));
+		if (err)
+			goto fail;
+	}
+	snprintf(p->desc, sizeof(p->desc), "xdp on %s: %s mode, %s, program %s; %s",
+		 ifname, flit_xdp_mode_str(st.mode),
+		 st.multiprog ? "libxdp dispatcher" : "single program", how,
+		 flit_xsk_describe(p->xk));
+	*out = p;
+	return 0;
+fail:
+	flit_xdp_path_close(p);
+	return err;
+}
+
+void flit_xdp_path_close(struct flit_xdp_path *p)
+{
+	if (!p)
+		return;
+	if (p->maps.flows >= 0) {
+		for (unsigned i = 0; i < p->nflows; i++)
+			flit_xdp_flow_del(&p->maps, p->flows[i].daddr, p->flows[i].dport);
+		for (unsigned i = 0; i < p->nfiltered; i++)
+			flit_xdp_session_del(&p->maps, p->filtered[i]);
+		if (p->xk)
+			for (unsigned q = 0; q < flit_xsk_queues(p->xk); q++)
+				flit_xdp_xsk_clear(&p->maps, q);
+	}
+	flit_xsk_close(p->xk);
+	flit_xdp_maps_close(&p->maps);
+	if (p->attached_here) {
+		if (flit_xdp_detach(p->ifname))
+			flit_warn("xdp: detaching from %s: %s", p->ifname, flit_errmsg());
+	}
+	free(p->filtered);
+	free(p);
+}
+
+struct flit_xsk *flit_xdp_path_xsk(const struct flit_xdp_path *p)
+{
+	return p->xk;
+}
+
+const char *flit_xdp_path_describe(const struct flit_xdp_path *p)
+{
+	return p->desc;
+}
+
+int flit_xdp_path_flow_get(struct flit_xdp_path *p, struct in_addr daddr, uint16_t dport)
+{
+	for (unsigned i = 0; i < p->nflows; i++)
+		if (p->flows[i].daddr == daddr.s_addr && p->flows[i].dport == dport) {
+			p->flows[i].refs++;
+			return 0;
+		}
+	if (p->nflows == MAX_FLOWS)
+		return flit_err(EMFILE, "xdp: more than %d flows steered by one context", MAX_FLOWS);
+	int err = flit_xdp_flow_add(&p->maps, daddr.s_addr, dport, 0);
+	if (err)
+		return err;
+	p->flows[p->nflows++] = (struct pflow){ daddr.s_addr, dport, 1 };
+	return 0;
+}
+
+void flit_xdp_path_flow_put(struct flit_xdp_path *p, struct in_addr daddr, uint16_t dport)
+{
+	for (unsigned i = 0; i < p->nflows; i++)
+		if (p->flows[i].daddr == daddr.s_addr && p->flows[i].dport == dport) {
+			if (--p->flows[i].refs)
+				return;
+			flit_xdp_flow_del(&p->maps, daddr.s_addr, dport);
+			p->flows[i] = p->flows[--p->nflows];
+			return;
+		}
+}
+
+void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session)
+{
+	if (!p->filter || p->nfiltered == MAX_FILTERED)
+		return;
+	for (unsigned i = 0; i < p->nfiltered; i++)
+		if (p->filtered[i] == session)
+			return;
+	if (flit_xdp_session_set(&p->maps, session, FLIT_XDP_SESS_FILTER) == 0)
+		p->filtered[p->nfiltered++] = session;
+	else
+		flit_debug("xdp: filtering session %08x: %s", session, flit_errmsg());
+}
+
+void flit_xdp_path_unfilter_all(struct flit_xdp_path *p)
+{
+	for (unsigned i = 0; i < p->nfiltered; i++)
+		flit_xdp_session_del(&p->maps, p->filtered[i]);
+	p->nfiltered = 0;
+}
+
+int flit_xdp_path_counters(const struct flit_xdp_path *p, uint64_t *out)
+{
+	return flit_xdp_counters(&p->maps, out);
+}
