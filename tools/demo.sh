@@ -3,14 +3,18 @@
 # a few message sizes, and shm throughput 1:1 unbatched and batched, all
 # pinned, printed as one table; then the udp rows: ping-pong (32 and 256 B)
 # and throughput 1:1 (32 B, unbatched and batched) across a 2-host testbed
-# (tools/testbed; needs root, else "udp rows skipped: <reason>").  Runs in
-# well under a minute (the udp part in about 15 s).
+# (tools/testbed; needs root, else "udp rows skipped: <reason>"); then
+# tools/flit-compare: AF_XDP against kernel UDP (flit xdp, flit udp,
+# sockperf) in one table, its plot written to results/compare.png.  Runs in
+# about a minute and a half.
 #
 #   BUILD=build tools/demo.sh        environment: CPUS=A,B  COUNT=N  THRU_COUNT=N
 #                                    ROUNDS=N (make bench: 5 rounds, each with its
 #                                    own floor, then the spread of the ratios)
 #                                    UDP=0 (no udp rows)  UDP_COUNT=N  UDP_SECS=S
 #                                    (tools/bench-udp.sh compares udp with sockperf)
+#                                    XDP=0 (no xdp comparison)  XDP_COUNT=N
+#                                    RESULTS=dir (default results: compare.png, .json)
 set -u
 BUILD=${BUILD:-build}
 T="$BUILD/tools"
@@ -23,6 +27,9 @@ UDP=${UDP:-1}
 UDP_COUNT=${UDP_COUNT:-50000}   # round trips per udp ping-pong size
 UDP_SECS=${UDP_SECS:-2}         # seconds per udp throughput run
 UDP_SIZES="32 256"
+XDP=${XDP:-1}
+XDP_COUNT=${XDP_COUNT:-30000}   # round trips per flit-compare ping-pong size
+RESULTS=${RESULTS:-results}
 here=$(cd "$(dirname "$0")" && pwd)
 
 out=$(mktemp -d /tmp/flit-demo.XXXXXX)
@@ -201,3 +208,15 @@ else:
             f"retransmitted {r['retransmissions']}, window waits {r['window_waits']}")
   print("  (tools/bench-udp.sh: the same against sockperf, more sizes)")
 EOF
+
+# ---- AF_XDP against kernel UDP: tools/flit-compare ---------------------------
+if [ "$XDP" = 1 ]; then
+  echo
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "xdp comparison skipped: needs root (namespaces, XDP, AF_XDP)"
+  elif ! "$here/flit-compare" --build "$BUILD" --sizes "32 256" --count "$XDP_COUNT" --time 2 \
+       --thru-sizes 32 --thru-duration "$UDP_SECS" --plot "$RESULTS/compare.png" \
+       --out "$RESULTS/compare.json"; then
+    echo "xdp comparison failed (see above)"
+  fi
+fi
