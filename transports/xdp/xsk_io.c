@@ -526,6 +526,14 @@ static inline void rx_refill(struct xq *q)
 	xsk_ring_prod__submit(&q->fill, n);
 }
 
+bool flit_xsk_rx_pending(struct flit_xsk *x)
+{
+	for (unsigned i = 0; i < x->nq; i++)
+		if (xsk_cons_nb_avail(&x->q[i].rx, 1))
+			return true;
+	return false;
+}
+
 int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
 		  struct sockaddr_in *dst, unsigned n)
 {

@@ -109,6 +109,10 @@ uint32_t flit_xsk_max_payload(const struct flit_xsk *x);
 int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
 		  struct sockaddr_in *dst, unsigned n);
 
+/* Anything waiting on a receive ring?  A few loads, no syscall: lets a
+ * spinning poll loop skip the rest of its work while nothing came. */
+bool flit_xsk_rx_pending(struct flit_xsk *x);
+
 /* Send n datagrams with source port sport (network order) to d[i].addr:
  * each is copied into a UMEM frame behind freshly built headers; one kick
  * (sendto) per call when the ring needs it.  Returns how many were taken
