@@ -732,23 +732,6 @@ static void parse(int argc, char **argv, struct options *o)
 			 "flit-pong.%d" : "flit-pong", (int)getpid());
 }
 
-/* In the namespace a side runs in, before its context: udp needs a route
- * for multicast (unless an interface is named). */
-static void net_check(const struct options *o, const char *netns)
-{
-	char err[512];
-
-	if (!strcmp(o->transport, "xdp")) {
-		char v[64];
-		const char *i = tool_config_get(&o->config, "context.udp.interface", v, sizeof(v));
-		if (!i || !*i)
-			tool_usage_exit("-t xdp needs the interface: -C 'context.udp.interface = IFACE'");
-	}
-	if (!strcmp(o->transport, "udp") &&
-	    tool_udp_route_check(&o->config, netns, err, sizeof(err)))
-		tool_fail("%s", err);
-}
-
 int main(int argc, char **argv)
 {
 	char ping_topic[FLIT_TOPIC_MAX + 1], pong_topic[FLIT_TOPIC_MAX + 1];
@@ -768,7 +751,7 @@ int main(int argc, char **argv)
 		tool_netns_enter_name(o.netns);
 	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
 		tool_fail("%s", err);
-	net_check(&o, o.netns);
+	tool_net_check(o.transport, &o.config, o.netns);
 	tool_config_check(&o.config);      /* a bad -C line fails here, once */
 	tool_clock_init(&clk);
 
@@ -799,7 +782,7 @@ int main(int argc, char **argv)
 			if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
 				tool_fail("%s", err);
 			close(peer_fd);
-			net_check(&o, o.peer_netns);
+			tool_net_check(o.transport, &o.config, o.peer_netns);
 		}
 		pin(o.cpus[1]);
 		exit(run_pong(&o, &clk, ping_topic, pong_topic));

@@ -957,23 +957,6 @@ static uint64_t default_window(const struct options *o)
 	return n * per;
 }
 
-/* In the namespace a side runs in, before its context: udp needs a route
- * for multicast (unless an interface is named). */
-static void net_check(const struct options *o, const char *netns)
-{
-	char err[512];
-
-	if (!strcmp(o->transport, "xdp")) {
-		char v[64];
-		const char *i = tool_config_get(&o->config, "context.udp.interface", v, sizeof(v));
-		if (!i || !*i)
-			tool_usage_exit("-t xdp needs the interface: -C 'context.udp.interface = IFACE'");
-	}
-	if (!strcmp(o->transport, "udp") &&
-	    tool_udp_route_check(&o->config, netns, err, sizeof(err)))
-		tool_fail("%s", err);
-}
-
 int main(int argc, char **argv)
 {
 	char topic[FLIT_TOPIC_MAX + 1], err[512];
@@ -993,7 +976,7 @@ int main(int argc, char **argv)
 		tool_netns_enter_name(o.netns);
 	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
 		tool_fail("%s", err);
-	net_check(&o, o.netns);
+	tool_net_check(o.transport, &o.config, o.netns);
 	tool_config_check(&o.config);      /* a bad -C line fails here, once */
 	tool_clock_init(&clk);
 	snprintf(topic, sizeof(topic), "flit-thru.%d", (int)parent);
@@ -1028,7 +1011,7 @@ int main(int argc, char **argv)
 				if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
 					tool_fail("%s", err);
 				close(peer_fd);
-				net_check(&o, o.peer_netns);
+				tool_net_check(o.transport, &o.config, o.peer_netns);
 			}
 			run_receiver(&o, &clk, topic, i + 1, rx_cpu(&o, i), fds[1], c.pg);
 		}

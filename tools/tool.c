@@ -639,6 +639,21 @@ int tool_udp_route_check(const struct tool_config *c, const char *netns,
 	return -1;
 }
 
+void tool_net_check(const char *transport, const struct tool_config *c,
+		    const char *netns)
+{
+	char err[512];
+
+	if (!strcmp(transport, "xdp")) {
+		char v[64];
+		const char *i = tool_config_get(c, "context.udp.interface", v, sizeof(v));
+		if (!i || !*i)
+			tool_usage_exit("-t xdp needs the interface: -C 'context.udp.interface = IFACE'");
+	}
+	if (!strcmp(transport, "udp") && tool_udp_route_check(c, netns, err, sizeof(err)))
+		tool_fail("%s", err);
+}
+
 /* ---- the measurement clock -------------------------------------------------- */
 
 void tool_clock_init(struct tool_clock *clk)

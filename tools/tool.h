@@ -160,6 +160,11 @@ const char *tool_parse_netns(const char *opt, const char *arg);
  * advice in errbuf (add a route, name the interface, or use the testbed). */
 int tool_udp_route_check(const struct tool_config *c, const char *netns,
 			 char *errbuf, size_t len);
+/* Before a side's context, in the namespace it runs in: -t xdp needs
+ * context.udp.interface (usage error, exit 2), -t udp a multicast route
+ * (tool_udp_route_check; runtime failure, exit 1). */
+void tool_net_check(const char *transport, const struct tool_config *c,
+		    const char *netns);
 
 /* ---- the measurement clock ---------------------------------------------- */
 

@@ -2133,44 +2133,35 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	return total;
 }
 
+/* udp and xdp differ in how they open (the data path) and what they can
+ * stamp; everything else is this code on both. */
+#define SESSION_OPS                        \
+	.close = udp_close,                \
+	.src_open = udp_src_open,          \
+	.src_close = udp_src_close,        \
+	.send = udp_send,                  \
+	.claim = udp_claim,                \
+	.commit = udp_commit,              \
+	.abort = udp_abort,                \
+	.flush = udp_flush,                \
+	.receivers = udp_receivers,        \
+	.max_msg = udp_max_msg,            \
+	.next_seq = udp_next_seq,          \
+	.src_counters = udp_src_counters,  \
+	.subs_changed = udp_subs_changed,  \
+	.poll = udp_poll,                  \
+	.describe = udp_describe
+
 const struct flit_transport_ops flit_udp_ops = {
 	.name = "udp",
 	.caps = FLIT_CAP_MULTICAST | FLIT_CAP_TIMESTAMPS,
 	.open = udp_open,
-	.close = udp_close,
-	.src_open = udp_src_open,
-	.src_close = udp_src_close,
-	.send = udp_send,
-	.claim = udp_claim,
-	.commit = udp_commit,
-	.abort = udp_abort,
-	.flush = udp_flush,
-	.receivers = udp_receivers,
-	.max_msg = udp_max_msg,
-	.next_seq = udp_next_seq,
-	.src_counters = udp_src_counters,
-	.subs_changed = udp_subs_changed,
-	.poll = udp_poll,
-	.describe = udp_describe,
+	SESSION_OPS,
 };
 
 const struct flit_transport_ops flit_xdp_ops = {
 	.name = "xdp",
 	.caps = FLIT_CAP_MULTICAST,
 	.open = xdp_open,
-	.close = udp_close,
-	.src_open = udp_src_open,
-	.src_close = udp_src_close,
-	.send = udp_send,
-	.claim = udp_claim,
-	.commit = udp_commit,
-	.abort = udp_abort,
-	.flush = udp_flush,
-	.receivers = udp_receivers,
-	.max_msg = udp_max_msg,
-	.next_seq = udp_next_seq,
-	.src_counters = udp_src_counters,
-	.subs_changed = udp_subs_changed,
-	.poll = udp_poll,
-	.describe = udp_describe,
+	SESSION_OPS,
 };
