@@ -176,6 +176,13 @@ struct pub_args {
 	int want_receivers;   /* wait for this many joins before sending */
 	unsigned gap_us;      /* pause between messages (late join) */
 	bool close_now;       /* close right after the last send */
+	/* optional: the publisher child's body instead of pub_main() (same
+	 * contract: exit 0 when done and told to stop), and something the
+	 * parent does while the test runs, during_ms after the publisher
+	 * started (must return 0) */
+	void (*main)(const struct pub_args *a, int stop);
+	int (*during)(void);
+	unsigned during_ms;
 };
 
 /* Child: publish n messages, then serve NAKs until the parent says stop
@@ -239,6 +246,20 @@ struct sub_spec {
 	unsigned delay_ms;   /* start this long after the publisher */
 };
 
+/* Fork a subscriber for spec; its result comes on rp[0] (rp[1] is closed
+ * here). */
+static pid_t sub_start(const struct sub_spec *ss, uint64_t n, int rp[2], unsigned timeout_ms)
+{
+	assert_int_equal(pipe(rp), 0);
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		close(rp[0]);
+		sub_main(ss->host, ss->transport, ss->topic, ss->pattern, n, ss->cfg, rp[1], timeout_ms);
+	}
+	close(rp[1]);
+	return pid;
+}
+
 /* Run one publisher and nsubs subscribers; results in res[]. */
 static void run(const struct pub_args *pa, const struct sub_spec *ss, int nsubs,
 		struct sub_result *res, unsigned timeout_ms)
@@ -251,35 +272,26 @@ static void run(const struct pub_args *pa, const struct sub_spec *ss, int nsubs,
 	for (int i = 0; i < nsubs; i++) {
 		if (ss[i].delay_ms)
 			continue;
-		assert_int_equal(pipe(rp[i]), 0);
-		sp[i] = tl_fork();
-		if (sp[i] == 0) {
-			close(rp[i][0]);
-			sub_main(ss[i].host, ss[i].transport, ss[i].topic, ss[i].pattern, pa->n, ss[i].cfg,
-				 rp[i][1], timeout_ms);
-		}
-		close(rp[i][1]);
+		sp[i] = sub_start(&ss[i], pa->n, rp[i], timeout_ms);
 	}
 	if (!pa->gap_us)
 		usleep(100 * 1000); /* let the subscribers start before the source */
 	pp = tl_fork();
 	if (pp == 0) {
 		close(stop[1]);
-		pub_main(pa, stop[0]);
+		(pa->main ? pa->main : pub_main)(pa, stop[0]);
+		_exit(0);
 	}
 	close(stop[0]);
+	if (pa->during) {
+		usleep(pa->during_ms * 1000);
+		assert_int_equal(pa->during(), 0);
+	}
 	for (int i = 0; i < nsubs; i++) {
 		if (!ss[i].delay_ms)
 			continue;
 		usleep(ss[i].delay_ms * 1000);
-		assert_int_equal(pipe(rp[i]), 0);
-		sp[i] = tl_fork();
-		if (sp[i] == 0) {
-			close(rp[i][0]);
-			sub_main(ss[i].host, ss[i].transport, ss[i].topic, ss[i].pattern, pa->n, ss[i].cfg,
-				 rp[i][1], timeout_ms);
-		}
-		close(rp[i][1]);
+		sp[i] = sub_start(&ss[i], pa->n, rp[i], timeout_ms);
 	}
 	for (int i = 0; i < nsubs; i++) {
 		int status;
@@ -315,6 +327,23 @@ static void check_result(const struct sub_result *r, uint64_t n, bool allow_loss
 	if (!allow_loss)
 		assert_int_equal(r->lost, 0);
 	assert_true(r->bos >= 1);
+}
+
+/* main() of a testbed suite: a 3-host testbed named PREFIX<pid>, the tests,
+ * the testbed down; 77 when the testbed cannot be had here (not root). */
+static inline int nt_suite(const char *prefix, const struct CMUnitTest *tests, size_t n)
+{
+	snprintf(tb, sizeof(tb), "%s%d", prefix, (int)(getpid() % 1000000));
+	int rc = tb_up(tb, 3, "");
+	if (rc == 77)
+		return 77;
+	if (rc) {
+		printf("testbed up failed: %d\n", rc);
+		return 1;
+	}
+	rc = _cmocka_run_group_tests(prefix, tests, n, NULL, NULL);
+	tb_down(tb);
+	return rc;
 }
 
 #endif /* FLIT_NETTEST_H */

@@ -435,14 +435,6 @@ static void bad_input_is_dropped_and_counted(void **state)
 
 int main(void)
 {
-	snprintf(tb, sizeof(tb), "u%d", (int)(getpid() % 1000000));
-	int rc = tb_up(tb, 3, "");
-	if (rc == 77)
-		return 77;
-	if (rc) {
-		printf("testbed up failed: %d\n", rc);
-		return 1;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(two_hosts_deliver_100k_in_order),
 		cmocka_unit_test(multicast_fans_out_to_two_hosts),
@@ -464,7 +456,5 @@ int main(void)
 		cmocka_unit_test(source_close_reports_the_missing_tail),
 		cmocka_unit_test(claim_leaves_other_calls_free),
 	};
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	tb_down(tb);
-	return rc;
+	return nt_suite("u", tests, sizeof(tests) / sizeof(tests[0]));
 }

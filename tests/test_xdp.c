@@ -129,9 +129,7 @@ static void xdp_and_kernel_udp_interoperate_with_valid_checksums(void **state)
 
 /* Two sources on one group:port; the AF_XDP receiver wants one: the other
  * session's frames are dropped by the program, not copied up. */
-struct two_pubs { int stop; };
-
-static void two_pub_main(int stop)
+static void two_pub_main(const struct pub_args *a, int stop)
 {
 	unsigned char buf[64];
 	if (tb_enter(tb, 1))
@@ -152,7 +150,7 @@ static void two_pub_main(int stop)
 		flit_ctx_poll(ctx, 0);
 		usleep(1000);
 	}
-	for (uint64_t i = 0; i < 20000; i++) {
+	for (uint64_t i = 0; i < a->n; i++) {
 		tl_fill(buf, sizeof(buf), i);
 		while (flit_pub_send(want, buf, sizeof(buf)) != 0)
 			flit_ctx_poll(ctx, 0);
@@ -173,30 +171,10 @@ static void two_pub_main(int stop)
 static void topic_filter_drops_unwanted_sessions_in_xdp(void **state)
 {
 	(void)state;
-	int rp[2], stop[2];
-	assert_int_equal(pipe(rp), 0);
-	assert_int_equal(pipe(stop), 0);
-	pid_t sp = tl_fork();
-	if (sp == 0) {
-		close(rp[0]);
-		sub_main(2, "xdp", "f.want", false, 20000, NULL, rp[1], 60000);
-	}
-	close(rp[1]);
-	usleep(100 * 1000);
-	pid_t pp = tl_fork();
-	if (pp == 0) {
-		close(stop[1]);
-		two_pub_main(stop[0]);
-	}
-	close(stop[0]);
+	struct pub_args pa = { .host = 1, .n = 20000, .main = two_pub_main };
+	struct sub_spec ss = { .host = 2, .transport = "xdp", .topic = "f.want" };
 	struct sub_result r;
-	assert_int_equal(read(rp[0], &r, sizeof(r)), sizeof(r));
-	close(rp[0]);
-	waitpid(sp, NULL, 0);
-	close(stop[1]);
-	int status;
-	waitpid(pp, &status, 0);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	run(&pa, &ss, 1, &r, 60000);
 	check_result(&r, 20000, false, "f.want over xdp");
 	xdp_print(&r, "filter h2");
 	/* f.other's 20000 messages: all but the first few (before its
@@ -241,6 +219,11 @@ static int host_call(int host, int what)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int detach_h2(void)
+{
+	return host_call(2, 1);
+}
+
 static void pinned_program_outlives_restarts_and_detach_loses_nothing(void **state)
 {
 	(void)state;
@@ -258,46 +241,18 @@ static void pinned_program_outlives_restarts_and_detach_loses_nothing(void **sta
 
 	/* detach while a subscriber is live: h1 publishes slowly, the parent
 	 * detaches in h2 half way */
-	int rp[2], stop[2];
-	assert_int_equal(pipe(rp), 0);
-	assert_int_equal(pipe(stop), 0);
-	pid_t sp = tl_fork();
-	if (sp == 0) {
-		close(rp[0]);
-		sub_main(2, "xdp", "x.det", false, 3000, "context.xdp.attach = pinned\n", rp[1], 30000);
-	}
-	close(rp[1]);
-	usleep(100 * 1000);
 	struct pub_args pa = { .host = 1, .transport = "udp", .topic = "x.det", .n = 3000, .size = 64,
-			       .want_receivers = 1, .gap_us = 500 };
-	pid_t pp = tl_fork();
-	if (pp == 0) {
-		close(stop[1]);
-		pub_main(&pa, stop[0]);
-	}
-	close(stop[0]);
-	usleep(1000 * 1000);
-	assert_int_equal(host_call(2, 1), 0);
+			       .want_receivers = 1, .gap_us = 500, .during = detach_h2,
+			       .during_ms = 1000 };
+	struct sub_spec ss = { .host = 2, .transport = "xdp", .topic = "x.det",
+			       .cfg = "context.xdp.attach = pinned\n" };
 	struct sub_result r;
-	assert_int_equal(read(rp[0], &r, sizeof(r)), sizeof(r));
-	close(rp[0]);
-	waitpid(sp, NULL, 0);
-	close(stop[1]);
-	int status;
-	waitpid(pp, &status, 0);
+	run(&pa, &ss, 1, &r, 30000);
 	check_result(&r, pa.n, false, "detached under a live subscriber");
 }
 
 int main(void)
 {
-	snprintf(tb, sizeof(tb), "x%d", (int)(getpid() % 1000000));
-	int rc = tb_up(tb, 3, "");
-	if (rc == 77)
-		return 77;
-	if (rc) {
-		printf("testbed up failed: %d\n", rc);
-		return 1;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(xdp_to_xdp_delivers_100k_in_order),
 		cmocka_unit_test(xdp_and_kernel_udp_interoperate_with_valid_checksums),
@@ -305,7 +260,5 @@ int main(void)
 		cmocka_unit_test(unicast_over_xdp_resolves_the_neighbour),
 		cmocka_unit_test(pinned_program_outlives_restarts_and_detach_loses_nothing),
 	};
-	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	tb_down(tb);
-	return rc;
+	return nt_suite("x", tests, sizeof(tests) / sizeof(tests[0]));
 }
