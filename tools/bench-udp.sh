@@ -139,24 +139,8 @@ sockperf_run() {
     die "sockperf ping-pong -m $size failed"
   fi
   kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
-  python3 - "$log" "$size" "$SP_DESC" >>"$OUT" <<'EOF' || die "cannot parse sockperf's output ($log)"
-import json, re, sys
-text = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
-if "avg-latency" not in text:      # --full-rtt would print avg-rtt
-    sys.exit("no avg-latency line: not RTT/2?")
-pct = {float(p): float(v) for p, v in re.findall(r"percentile\s+([\d.]+)\s*=\s*([\d.]+)", text)}
-mn = float(re.search(r"<MIN> observation\s*=\s*([\d.]+)", text).group(1))
-mx = float(re.search(r"<MAX> observation\s*=\s*([\d.]+)", text).group(1))
-avg, sd = map(float, re.search(r"avg-latency=([\d.]+) \(std-dev=([\d.]+)\)", text).groups())
-n = int(re.search(r"Total (\d+) observations", text).group(1))
-us = lambda v: round(v * 1000.0, 1)             # sockperf prints usec
-print(json.dumps({"tool": "sockperf", "transport": "udp", "size": int(sys.argv[2]),
-                  "count": n, "min_ns": us(mn), "avg_ns": us(avg), "p50_ns": us(pct[50.0]),
-                  "p99_ns": us(pct[99.0]), "p999_ns": us(pct[99.9]), "max_ns": us(mx),
-                  "stddev_ns": us(sd), "clock": "sockperf",
-                  "mode": "udp,%s,nonblocked,spin,pinned=0,1" % sys.argv[3].split()[0]},
-                 separators=(",", ":")))
-EOF
+  "$here/sockperf-json" pp "$log" "$size" "udp,${SP_DESC%% *},nonblocked,spin,pinned=0,1" >>"$OUT" ||
+    die "cannot parse sockperf's output ($log)"
 }
 
 # sockperf_tp SIZE: sockperf throughput for THRU_DURATION s; appends one JSON
@@ -178,20 +162,9 @@ sockperf_tp() {
     sleep 0.1
   done
   kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
-  python3 - "$log" "$work/sockperf-sr.log" "$size" "$SP_DESC" >>"$OUT" <<'EOF' || die "cannot parse sockperf's throughput output ($log)"
-import json, re, sys
-cl = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
-sr = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[2]).read())
-sent, secs = re.search(r"Total of (\d+) messages sent in ([\d.]+) sec", cl).groups()
-got = int(re.search(r"Total (\d+) messages received", sr).group(1))
-secs = float(secs)
-print(json.dumps({"tool": "sockperf", "transport": "udp", "size": int(sys.argv[3]),
-                  "count": got, "msgs_per_sec": round(got / secs, 1), "clock": "sockperf",
-                  "mode": "udp,%s,nonblocked,spin,throughput,pinned=0,1" % sys.argv[4].split()[0],
-                  "side": "receiver", "secs": secs, "sent": int(sent),
-                  "mb_per_sec": round(got * int(sys.argv[3]) / secs / 1e6, 1)},
-                 separators=(",", ":")))
-EOF
+  "$here/sockperf-json" tp "$log" "$work/sockperf-sr.log" "$size" \
+    "udp,${SP_DESC%% *},nonblocked,spin,throughput,pinned=0,1" >>"$OUT" ||
+    die "cannot parse sockperf's throughput output ($log)"
 }
 
 # flit RUN NAME ARGS...: run a tool, its JSON lines to $OUT; show stderr on failure.
