@@ -177,6 +177,7 @@ struct flit_tp {
 	struct sockaddr_in ucast_self; /* the unicast socket's address */
 	char desc[640];
 	unsigned xk_want, xk_idle;
+	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
 	bool xk_fallback_warned;
 	struct flit_udp_dgram *dg;
 	unsigned nstatic;
@@ -1084,7 +1085,7 @@ static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 	struct flit_udp_dgram d[16];
 	unsigned n = 0;
 
-	if (s->tp->xk && len <= flit_xsk_max_payload(s->tp->xk))
+	if (s->tp->xk && len <= s->tp->xk_max)
 		return src_xmit_xsk(s, buf, len);
 
 	if (s->mode == FLIT_MODE_MCAST) {
@@ -1809,6 +1810,7 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 		if ((err = flit_xdp_path_open(cc, &tp->xp)))
 			goto fail;
 		tp->xk = flit_xdp_path_xsk(tp->xp);
+		tp->xk_max = flit_xsk_max_payload(tp->xk);
 		if ((err = flit_xdp_path_flow_get(tp->xp, tp->ifaddr, tp->ucast_self.sin_port)))
 			goto fail;
 		if (cc->udp_impair[0]) {
