@@ -10,11 +10,17 @@ declare -A cmd=(           # command -> Debian package
   [pkg-config]=pkg-config [gcc]=gcc [make]=make [clang]=clang [llc]=llvm
   [bpftool]=bpftool [xdp-loader]=xdp-tools [ip]=iproute2 [timeout]=coreutils
   [nft]=nftables [ethtool]=ethtool [sockperf]=sockperf [gnuplot]=gnuplot-nox [capsh]=libcap2-bin
+  [tshark]=tshark [tcpdump]=tcpdump
+  # RDMA: verbs tools and perftest (the reference), and the Soft-RoCE guest
+  # of tests/rdma (qemu, a static busybox, cpio and kmod for its initramfs)
+  [ibv_devinfo]=ibverbs-utils [ib_send_lat]=perftest [rping]=rdmacm-utils [rdma]=iproute2
+  [qemu-system-x86_64]=qemu-system-x86 [cpio]=cpio [depmod]=kmod [busybox]=busybox-static
 )
 # files -> Debian package (clang's sanitizer/fuzzer runtime for `make fuzz`)
 declare -A file=(
   [/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a]=libclang-rt-14-dev
   [/usr/include/elf.h]=libc6-dev [/usr/include/zlib.h]=zlib1g-dev [/usr/include/libelf.h]=libelf-dev
+  [/etc/libibverbs.d/rxe.driver]=ibverbs-providers
 )
 missing=()
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
