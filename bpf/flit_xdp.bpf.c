@@ -34,6 +34,11 @@
  *   out-of-range slot gives XDP_PASS (NO_SOCKET), so a kernel socket on the
  *   group still gets the datagram.
  *
+ * Two programs share that logic (steer()): flit_xdp_steer, the one attached
+ * by default, and flit_xdp_ts, which also writes the NIC's receive stamp in
+ * front of each steered frame (put_rx_meta(): device-bound, native mode
+ * only, loaded when hardware RX stamps are asked for).
+ *
  * Steered frames are not validated whole here: user space runs
  * flit_frame_validate() on everything it receives.  The program reads only
  * what a decision needs, and drops (FILTERED) only a frame it has read
@@ -317,13 +322,57 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 	return FLIT_XDP_REDIRECTED;
 }
 
-SEC("xdp")
-int flit_xdp_steer(struct xdp_md *ctx)
+/*
+ * The RX-metadata variant's stamp (flit_xdp_ts): the NIC's receive time of
+ * the frame, read through the XDP RX-metadata kfunc (Linux 6.3), written
+ * with the kfunc's return code into struct flit_xdp_rx_meta in front of the
+ * packet (bpf_xdp_adjust_meta).  AF_XDP keeps the metadata area: zero-copy
+ * receives into the UMEM frame itself, and copy mode copies data_meta along
+ * with the packet (net/xdp/xsk.c __xsk_rcv()), so user space finds it right
+ * before the first byte of the frame.
+ *
+ * The kfunc is declared __weak: bpftool 7.1's vmlinux.h carries no kfunc
+ * prototypes, and a strong extern that the kernel lacks (before 6.3) would
+ * fail the load of the whole object, flit_xdp_steer included, although only
+ * a device-bound program may call it (the verifier refuses it elsewhere,
+ * which is why flit_xdp_ts does not load by default: SEC("?xdp")).
+ *
+ * A driver without the op gives -EOPNOTSUPP, a frame without a stamp
+ * -ENODATA; veth answers 0 with a stamp of 0 for frames that came through
+ * the stack of its peer: user space treats a 0 stamp as none, whatever the
+ * return code.  No metadata room (adjust_meta fails): the frame is steered
+ * without it, and user space sees no magic.
+ */
+extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx,
+					 __u64 *timestamp) __ksym __weak;
+
+static __always_inline void put_rx_meta(struct xdp_md *ctx)
+{
+	struct flit_xdp_rx_meta *m;
+	__u64 ts = 0;
+	int r;
+
+	r = bpf_xdp_metadata_rx_timestamp(ctx, &ts);
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)))
+		return;
+	m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return;
+	m->rx_ts = r ? 0 : ts;
+	m->rx_ts_err = r;
+	m->magic = FLIT_XDP_META_MAGIC;
+}
+
+/* Both programs: classify, then redirect, drop or pass, and count.  stamp
+ * is a constant of each program (the plain one has no metadata code). */
+static __always_inline int steer(struct xdp_md *ctx, const bool stamp)
 {
 	__u32 slot_base = 0;
 	__u32 c = classify(ctx, &slot_base);
 
 	if (c == FLIT_XDP_REDIRECTED) {
+		if (stamp)
+			put_rx_meta(ctx);
 		/* An empty (or out of range) slot makes bpf_redirect_map()
 		 * return XDP_PASS, its flags' low bits: a kernel socket on
 		 * the group still gets the datagram. */
@@ -341,6 +390,23 @@ int flit_xdp_steer(struct xdp_md *ctx)
 	count(FLIT_XDP_PASSED);
 	count(c);
 	return XDP_PASS;
+}
+
+/* The steering program: what flit-loader and the xdp transport attach. */
+SEC("xdp")
+int flit_xdp_steer(struct xdp_md *ctx)
+{
+	return steer(ctx, false);
+}
+
+/* The same, with the NIC's receive stamp in front of every steered frame
+ * (struct flit_xdp_rx_meta).  Calls a device-bound-only kfunc, so it loads
+ * only for one device (prog_ifindex + BPF_F_XDP_DEV_BOUND_ONLY, Linux 6.3)
+ * and attaches only in native mode; not loaded unless asked for ("?"). */
+SEC("?xdp")
+int flit_xdp_ts(struct xdp_md *ctx)
+{
+	return steer(ctx, true);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

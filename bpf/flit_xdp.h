@@ -98,6 +98,31 @@ enum flit_xdp_counter {
 	FLIT_XDP_COUNTERS,
 };
 
+/*
+ * RX metadata of the timestamping variant of the program (flit_xdp_ts, in
+ * bpf/flit_xdp.bpf.c): 16 bytes in the frame's metadata area, so in an
+ * AF_XDP frame right before the packet's first byte (desc.addr - 16).
+ * User space trusts it only with the magic, and clears the magic when it
+ * has read it (a UMEM frame is reused, and a frame steered without
+ * metadata would otherwise show the last one's).
+ *   rx_ts      bpf_xdp_metadata_rx_timestamp(): the NIC clock's (PHC) time
+ *              of reception in ns; 0: none (error, or a driver that
+ *              answers 0, as veth does)
+ *   rx_ts_err  the kfunc's return: 0, -EOPNOTSUPP (driver without the op),
+ *              -ENODATA (no stamp for this frame: stamping off, ...)
+ */
+struct flit_xdp_rx_meta {
+	__u64 rx_ts;
+	__s32 rx_ts_err;
+	__u32 magic;       /* FLIT_XDP_META_MAGIC */
+};
+
+#define FLIT_XDP_META_MAGIC 0x53544c46u  /* "FLTS" little-endian */
+
+/* Kernel names (bpf_prog_info.name) of the two programs. */
+#define FLIT_XDP_PROG_NAME    "flit_xdp_steer"
+#define FLIT_XDP_PROG_NAME_TS "flit_xdp_ts"
+
 #define FLIT_XDP_COUNTER_NAMES {                                          \
 	"passed", "redirected", "filtered", "malformed",                  \
 	"pass_short", "pass_not_ipv4", "pass_ipv6", "pass_not_udp",       \

@@ -29,7 +29,7 @@ static const char usage_main[] =
 "that finds IFACE/ taken by another one's interface of that name).\n"
 "\n"
 "Commands:\n"
-"  attach IFACE [--mode native|skb|auto] [--force]\n"
+"  attach IFACE [--mode native|skb|auto] [--rx-timestamps] [--force]\n"
 "  detach IFACE\n"
 "  status [IFACE] [--json]\n"
 "  gc\n"
@@ -47,7 +47,8 @@ static const char usage_main[] =
 "Exit status: 0 ok, 1 failure, 2 usage.\n";
 
 static const char usage_attach[] =
-"Usage: flit-loader attach IFACE [--mode native|skb|auto] [--force]\n"
+"Usage: flit-loader attach IFACE [--mode native|skb|auto] [--rx-timestamps]\n"
+"                          [--force]\n"
 "Attach flit's XDP program to IFACE and pin it and its maps under\n"
 FLIT_XDP_PIN_ROOT "/IFACE/ (IFACE@NETNS-COOKIE/ when IFACE/ holds the pins of\n"
 "an interface of that name in another network namespace).  Already attached\n"
@@ -56,7 +57,13 @@ FLIT_XDP_PIN_ROOT "/IFACE/ (IFACE@NETNS-COOKIE/ when IFACE/ holds the pins of\n"
 "\n"
 "  -m, --mode M    native (driver), skb (generic) or auto (default: skb on\n"
 "                  veth, where it is faster, native elsewhere)\n"
-"  -f, --force     replace this namespace's flit pins of another version\n"
+"  -r, --rx-timestamps\n"
+"                  attach the program that writes the NIC's receive stamp in\n"
+"                  front of each frame (XDP RX metadata): device-bound, so\n"
+"                  native mode only (auto means native), alone on IFACE, and\n"
+"                  attached through libbpf (libxdp 1.3.1 cannot load it)\n"
+"  -f, --force     replace this namespace's flit pins of another version, or\n"
+"                  flit's program without RX stamps by the one with them\n"
 "  -v, --verbose   library messages to stderr (-vv: debug)\n"
 "  -h, --help      this text\n";
 
@@ -156,7 +163,7 @@ enum { OPT_VERSION = 256 };
 
 struct cmd_opts {
 	const char *mode;
-	bool force, json, watch, have_slot;
+	bool force, json, watch, have_slot, rx_ts;
 	uint64_t slot;
 	int nargs;
 	char *args[8];  /* operands after the command word */
@@ -170,6 +177,7 @@ static void parse_cmd(int argc, char **argv, const char *usage,
 	static const struct option longopts[] = {
 		{ "mode", required_argument, NULL, 'm' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "rx-timestamps", no_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "watch", no_argument, NULL, 'w' },
 		{ "slot", required_argument, NULL, 's' },
@@ -182,7 +190,7 @@ static void parse_cmd(int argc, char **argv, const char *usage,
 	tool_init(PROG, usage);
 	memset(o, 0, sizeof(*o));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":m:fjws:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":m:frjws:vh", longopts, NULL)) != -1) {
 		if (c == 'h')
 			tool_help_exit();
 		if (c == '?' || c == ':')
@@ -193,6 +201,7 @@ static void parse_cmd(int argc, char **argv, const char *usage,
 		switch (c) {
 		case 'm': o->mode = optarg; break;
 		case 'f': o->force = true; break;
+		case 'r': o->rx_ts = true; break;
 		case 'j': o->json = true; break;
 		case 'w': o->watch = true; break;
 		case 's':
@@ -262,7 +271,8 @@ static void status_json(const char *ifname, const struct flit_xdp_status *st,
 		tool_json_str(stdout, flit_xdp_mode_str(st->mode));
 	else
 		printf("null");
-	printf(",\"multiprog\":%s,\"why_single\":", st->multiprog ? "true" : "false");
+	printf(",\"multiprog\":%s,\"rx_timestamps\":%s,\"why_single\":",
+	       st->multiprog ? "true" : "false", st->rx_timestamps ? "true" : "false");
 	tool_json_str(stdout, st->why_single);
 	printf(",\"prog_id\":%u,\"version\":%u,\"pin_dir\":", st->prog_id,
 	       st->version);
@@ -313,6 +323,9 @@ static void status_text(const char *ifname, const struct flit_xdp_status *st,
 			printf("  programs:    single program, no dispatcher: %s\n",
 			       st->why_single[0] ? st->why_single : "?");
 		printf("  program id:  %u\n", st->prog_id);
+		if (st->rx_timestamps)
+			printf("  RX stamps:   the NIC's, in XDP RX metadata (%s)\n",
+			       FLIT_XDP_PROG_NAME_TS);
 	}
 	if (st->version)
 		printf("  version:     %u%s\n", st->version,
@@ -478,16 +491,18 @@ static int cmd_attach(int argc, char **argv)
 	bool already;
 	int rc;
 
-	parse_cmd(argc, argv, usage_attach, "mfv", &o);
+	parse_cmd(argc, argv, usage_attach, "mfrv", &o);
 	ifname = need_iface(&o, "attach");
 	max_args(&o, 1);
 	if (o.mode && flit_xdp_mode_parse(o.mode, &mode) < 0)
 		tool_usage_exit("--mode: '%s': expected native, skb or auto", o.mode);
 
 	already = flit_xdp_status(ifname, &before) == 0 && before.flit &&
-		  before.version == FLIT_XDP_VERSION;
-	rc = o.force ? flit_xdp_attach_force(ifname, mode, &got)
-		     : flit_xdp_attach(ifname, mode, &got);
+		  before.version == FLIT_XDP_VERSION &&
+		  (!o.rx_ts || before.rx_timestamps);
+	rc = flit_xdp_attach_flags(ifname, mode,
+				   (o.force ? FLIT_XDP_ATTACH_FORCE : 0) |
+				   (o.rx_ts ? FLIT_XDP_ATTACH_RX_TS : 0), &got);
 	if (rc < 0)
 		fail_rc(rc);
 	rc = flit_xdp_status(ifname, &st);
@@ -509,6 +524,9 @@ static int cmd_attach(int argc, char **argv)
 	else
 		printf("%s: single program, no dispatcher: %s\n", ifname,
 		       st.why_single);
+	if (st.rx_timestamps)
+		printf("%s: hardware RX stamps in XDP RX metadata (%s)\n", ifname,
+		       FLIT_XDP_PROG_NAME_TS);
 	printf("%s: pins in %s\n", ifname, st.pin_dir);
 	return 0;
 }

@@ -14,8 +14,10 @@
  * the top bit set are control messages: HELLO (start-up) and BYE (the pong
  * echoes it and exits).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,6 +25,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <flit/tstamp.h>
 
 #include "tool.h"
 
@@ -52,6 +56,16 @@ static const char usage[] =
 "  -p, --peer-topic-prefix P\n"
 "                         topics are P.ping and P.pong (default with --role:\n"
 "                         flit-pong; without: flit-pong.<pid>)\n"
+"      --rdma-addr A      rdma: the peer's address (default: this host's RDMA\n"
+"                         device address; with --role, the other host's)\n"
+"      --rdma-port P      rdma: the ping listens on port P, the pong on P+1\n"
+"                         (default 14500 with --role, else one from the pid)\n"
+"      --timestamps MODE  software or hardware: stamp every message (send\n"
+"                         stamps, kernel or NIC receive and transmit stamps:\n"
+"                         context.udp.timestamps/tx_timestamps = MODE on both\n"
+"                         sides) and report one-way latencies beside RTT/2;\n"
+"                         says when hardware stamps are not available (with\n"
+"                         --role: give it to both sides)\n"
 "  -j, --json             one JSON object on stdout (header to stderr)\n"
 "  -H, --hist             print a log2 histogram of RTT/2\n"
 "  -v, --verbose          library messages to stderr (-vv: debug)\n"
@@ -85,6 +99,10 @@ struct options {
 	struct tool_config config;      /* every context's inline config */
 	const char *netns, *peer_netns;
 	bool net;                       /* a network transport (not shm) */
+	int ts;                         /* --timestamps: FLIT_TS_NONE, _SOFTWARE, _HARDWARE */
+	char rdma_addr[64];             /* rdma: the peer's address */
+	unsigned rdma_port;             /* rdma: the ping listens here, the pong on +1 */
+	uint64_t rdma_frame;            /* rdma: frame_max for the size, 0: default */
 };
 
 /* Start-up of a network transport waits at least this long: topic
@@ -111,7 +129,24 @@ struct ping_state {
 	uint64_t bad_seq;
 	size_t bad_len;
 	long bad_off;
+	/* --timestamps: the awaited reply's stamps, taken after t1 */
+	bool ts;
+	const void *sent;       /* the ping's payload of `expect` */
+	uint64_t send_rt;       /* CLOCK_REALTIME just before that send */
+	uint64_t msg_seq;       /* the library's sequence number of that message */
+	uint32_t rx_flags;      /* the reply's FLIT_MSGF_* */
+	uint64_t rx_ts, reply_send_ts;
+	uint64_t peer_rx;       /* the pong's receive stamp of the ping (RXTAG_*) */
+	uint64_t peer_plain;    /* replies whose bytes 8..15 the pong left as sent */
 };
+
+/* --timestamps: the pong writes its receive stamp of each ping into bytes
+ * 8..15 of the echo (messages of 16 bytes or more, not control messages),
+ * tagged with its kind; 0: it had none. */
+#define RXTAG_HW   (1ull << 63)         /* the NIC's hardware stamp (its PHC) */
+#define RXTAG_KERN (1ull << 62)         /* the kernel's software stamp (CLOCK_REALTIME) */
+#define RXTAG_MASK (RXTAG_KERN - 1)     /* neither: the library's delivery stamp (CLOCK_REALTIME) */
+#define TS_MIN_SIZE 16
 
 /* The pong's state (callback argument). */
 struct pong_state {
@@ -124,6 +159,7 @@ struct pong_state {
 	uint32_t ping_session;
 	int err;                /* first send failure, -errno or status */
 	char errmsg[256];
+	void *ts_buf;           /* --timestamps: the echo with the stamp in it */
 };
 
 /* One side's library objects (and the forked pong, on the ping side): what
@@ -138,6 +174,7 @@ struct side {
 	pid_t child;            /* the forked pong, or 0 */
 	uint64_t timeout_ticks;
 	void *buf;
+	bool pong;              /* this is the pong side */
 };
 
 /* Fail: take a forked pong down and reap it, close our objects (so no ring
@@ -171,10 +208,24 @@ static noreturn TOOL_FMT(2, 3) void side_fail(struct side *p, const char *fmt, .
 
 /* ---- shared set-up --------------------------------------------------------- */
 
+/* rdma: the port this side listens on (ping: rdma_port, pong: + 1). */
+static unsigned rdma_listen_port(const struct side *p)
+{
+	return p->o->rdma_port + (p->pong ? 1 : 0);
+}
+
 static void open_ctx(struct side *p)
 {
 	char err[768];
 
+	if (!strcmp(p->o->transport, "rdma")) {
+		struct tool_config c = p->o->config;
+		tool_config_add(&c, "context.rdma.port = %u", rdma_listen_port(p));
+		p->ctx = tool_ctx_new(&c, err, sizeof(err));
+		if (!p->ctx)
+			side_fail(p, "creating the context: %s", err);
+		return;
+	}
 	p->ctx = tool_ctx_new(&p->o->config, err, sizeof(err));
 	if (!p->ctx)
 		side_fail(p, "creating the context: %s", err);
@@ -183,13 +234,16 @@ static void open_ctx(struct side *p)
 static void open_pub(struct side *p, const char *topic)
 {
 	const struct options *o = p->o;
-	char config[64];
+	char config[128];
 	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
 
 	/* Both sides publish unbatched, whatever a config file or -C says. */
 	if (!strcmp(o->transport, "shm"))
 		snprintf(config, sizeof(config), "batch = false\nshm.mode = %s\n",
 			 o->overwrite ? "overwrite" : "paced");
+	else if (!strcmp(o->transport, "rdma") && o->rdma_frame)
+		snprintf(config, sizeof(config), "batch = false\nrdma.frame_max = %llu\n",
+			 (unsigned long long)o->rdma_frame);
 	else
 		snprintf(config, sizeof(config), "batch = false\n");
 	p->pub = flit_pub_new(p->ctx, topic, &popts);
@@ -205,8 +259,15 @@ static void open_pub(struct side *p, const char *topic)
 static void open_sub(struct side *p, const char *topic, flit_msg_fn fn,
 		     void *arg)
 {
-	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = fn, .arg = arg);
+	char config[160] = "";
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = fn, .arg = arg, .config = config);
 
+	/* rdma: the peer's source listens on the other port of the pair */
+	if (!strcmp(p->o->transport, "rdma"))
+		snprintf(config, sizeof(config), "rdma.static = %s:%u\n%s%llu\n",
+			 p->o->rdma_addr, p->o->rdma_port * 2 + 1 - rdma_listen_port(p),
+			 p->o->rdma_frame ? "rdma.frame_max = " : "# ",
+			 (unsigned long long)p->o->rdma_frame);
 	p->sub = flit_sub_new(p->ctx, topic, &sopts);
 	if (!p->sub)
 		side_fail(p, "subscribing to '%s': %s", topic, flit_errmsg());
@@ -243,7 +304,17 @@ static void pong_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	}
 	/* Echo from inside the callback.  The ping reads its replies while it
 	 * waits, so back-pressure here is brief; bound it all the same. */
-	while ((rc = flit_pub_send(s->pub, m->data, m->len)) == FLIT_BACK_PRESSURED ||
+	const void *echo = m->data;
+	if (s->ts_buf && m->len >= TS_MIN_SIZE && !(tool_payload_seq(m->data) & SEQ_CTL)) {
+		uint64_t tag = !(m->flags & FLIT_MSGF_RECV_TS) ? 0 :
+			       (m->recv_ts_ns & RXTAG_MASK) |
+			       (m->flags & FLIT_MSGF_RECV_TS_HW ? RXTAG_HW :
+				m->flags & FLIT_MSGF_RECV_TS_KERNEL ? RXTAG_KERN : 0);
+		memcpy(s->ts_buf, m->data, m->len);
+		memcpy((char *)s->ts_buf + 8, &tag, sizeof(tag));
+		echo = s->ts_buf;
+	}
+	while ((rc = flit_pub_send(s->pub, echo, m->len)) == FLIT_BACK_PRESSURED ||
 	       rc == FLIT_NOT_CONNECTED) {
 		if ((++spins & CHECK_EVERY) == 0) {
 			uint64_t now = tool_now(s->clk);
@@ -269,10 +340,12 @@ static int run_pong(const struct options *o, const struct tool_clock *clk,
 		    const char *ping_topic, const char *pong_topic)
 {
 	struct pong_state s = { .clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9) };
-	struct side p = { .o = o, .clk = clk };
+	struct side p = { .o = o, .clk = clk, .pong = true };
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 
+	if (o->ts && o->size >= TS_MIN_SIZE && !(s.ts_buf = malloc(o->size)))
+		tool_fail("out of memory");
 	open_ctx(&p);
 	open_sub(&p, ping_topic, pong_on_msg, &s);
 	open_pub(&p, pong_topic);
@@ -306,6 +379,7 @@ static int run_pong(const struct options *o, const struct tool_clock *clk,
 	flit_sub_close(p.sub);
 	flit_pub_close(p.pub);
 	flit_ctx_close(p.ctx);
+	free(s.ts_buf);
 	return 0;
 }
 
@@ -341,6 +415,33 @@ static void ping_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	if (seq == s->expect && m->len == s->size) {
 		s->t1 = tool_now(s->clk);       /* the reply is here: stop the clock */
 		s->got = true;
+		if (s->ts) {
+			s->rx_flags = m->flags;
+			s->rx_ts = m->recv_ts_ns;
+			s->reply_send_ts = m->send_ts_ns;
+			s->peer_rx = 0;
+			if (m->len >= TS_MIN_SIZE) {
+				/* the pong's stamp is in bytes 8..15: check the rest */
+				const char *got = m->data, *want = s->sent;
+				memcpy(&s->peer_rx, got + 8, sizeof(s->peer_rx));
+				if (!memcmp(got + 8, want + 8, 8)) {
+					s->peer_rx = 0;         /* a pong without --timestamps */
+					s->peer_plain++;
+				}
+				off = -1;
+				bool same = !memcmp(got, want, 8) &&
+					    !memcmp(got + 16, want + 16, m->len - 16);
+				for (size_t i = 0; !same && i < m->len && off < 0; i++)
+					if ((i < 8 || i >= 16) && got[i] != want[i])
+						off = (long)i;
+				if (off >= 0 && !s->bad++) {
+					s->bad_seq = seq;
+					s->bad_len = m->len;
+					s->bad_off = off;
+				}
+				return;
+			}
+		}
 	} else if (seq == SEQ_BYE) {
 		s->bye_seen = true;
 	} else {
@@ -348,6 +449,10 @@ static void ping_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 			s->hello_seen = true;
 		s->stale++;
 	}
+	/* a stale data reply under --timestamps has the pong's stamp in bytes
+	 * 8..15: it is counted as stale, its pattern is not checked */
+	if (s->ts && m->len >= TS_MIN_SIZE && !(seq & SEQ_CTL) && seq != s->expect)
+		return;
 	off = m->len == s->size ? tool_payload_check(m->data, m->len, seq) : 0;
 	if (off >= 0 && !s->bad++) {
 		s->bad_seq = seq;
@@ -443,6 +548,10 @@ static inline uint64_t ping_round(struct side *p, uint64_t seq)
 	tool_payload_fill(p->buf, p->o->size, seq);
 	s->expect = seq;
 	s->got = false;
+	if (s->ts) {                            /* --timestamps, before t0 */
+		s->msg_seq = flit_pub_next_seq(p->pub);
+		s->send_rt = flit_realtime_ns();
+	}
 	t0 = tool_now(p->clk);
 	while ((rc = flit_pub_send(p->pub, p->buf, p->o->size)) != FLIT_OK) {
 		if (rc < 0)
@@ -493,6 +602,300 @@ static void ping_bye(struct side *p)
 	}
 }
 
+/* ---- one-way latency from timestamps (--timestamps) --------------------------- */
+
+/* Three one-way series, each a difference of two stamps of one clock:
+ *   fwd   ping -> pong: the ping's CLOCK_REALTIME just before the send ->
+ *         the pong's receive stamp (kernel software, or the library's);
+ *   back  pong -> ping: the send stamp in the reply (source.timestamps) ->
+ *         the ping's receive stamp (kernel, NIC converted through the
+ *         ping's PHC, or the library's);
+ *   wire  ping -> pong: the kernel's or NIC's transmit stamp of the ping's
+ *         datagram (flit_pub_tx_stamp) -> the pong's receive stamp of the
+ *         same kind (software: CLOCK_REALTIME; hardware: the NICs' PHCs).
+ * Stamps are read after each round trip's clock stopped. */
+enum { OW_FWD, OW_BACK, OW_WIRE, OW_N };
+
+static const char *const ow_key[OW_N] = { "ping_to_pong", "pong_to_ping", "ping_to_pong_wire" };
+static const char *const ow_label[OW_N] = { "1w-fwd", "1w-back", "1w-wire" };
+
+struct ow_series {
+	int64_t *v;
+	size_t n;
+	uint64_t missing;       /* rounds without a usable pair of stamps */
+	uint64_t negative;      /* < 0: the two clocks disagree */
+	const char *from, *to, *clock;
+	bool mixed;             /* the kinds of stamps changed during the run */
+	struct tool_stats st;
+};
+
+struct one_way {
+	struct ow_series s[OW_N];
+	struct flit_ts_status st;
+	bool have_st, tx;
+	flit_phc *phc;          /* the ping's NIC clock, for hardware receive stamps */
+	struct flit_phc_sync sync;
+	uint64_t synced_at;     /* round of the last sync */
+	uint64_t peer_plain;    /* replies without the pong's stamp */
+	char phc_why[256];
+};
+
+static void ow_add(struct ow_series *s, int64_t v, const char *from, const char *to,
+		   const char *clock)
+{
+	if (s->n && (s->from != from || s->to != to || s->clock != clock))
+		s->mixed = true;
+	s->from = from;
+	s->to = to;
+	s->clock = clock;
+	s->v[s->n++] = v;
+}
+
+static void ow_init(struct side *p, struct one_way *ow)
+{
+	const struct options *o = p->o;
+
+	memset(ow, 0, sizeof(*ow));
+	for (int d = 0; d < OW_N; d++)
+		if (!(ow->s[d].v = calloc(o->count, sizeof(int64_t))))
+			side_fail(p, "out of memory");
+	ow->st.sz = sizeof(ow->st);
+	ow->have_st = flit_ctx_ts_status(p->ctx, o->transport, &ow->st) == 0;
+	ow->tx = ow->have_st && ow->st.tx != FLIT_TS_NONE;
+	if (ow->have_st && ow->st.rx == FLIT_TS_HARDWARE) {
+		ow->phc = flit_phc_open(ow->st.ifname);
+		if (!ow->phc)
+			snprintf(ow->phc_why, sizeof(ow->phc_why), "%s", flit_errmsg());
+	}
+	ow->sync.sz = sizeof(ow->sync);
+}
+
+/* A hardware receive stamp of the ping's NIC on CLOCK_REALTIME (synced
+ * again every 1024 rounds, so that the rate between the clocks is known). */
+static bool ow_phc_to_rt(struct one_way *ow, uint64_t round, uint64_t *ns)
+{
+	if (!ow->phc)
+		return false;
+	if (!ow->sync.phc_ns || round - ow->synced_at >= 1024) {
+		if (flit_phc_sync(ow->phc, CLOCK_REALTIME, 0, &ow->sync)) {
+			snprintf(ow->phc_why, sizeof(ow->phc_why), "%s", flit_errmsg());
+			flit_phc_close(ow->phc);
+			ow->phc = NULL;
+			return false;
+		}
+		ow->synced_at = round;
+	}
+	*ns = flit_phc_to_host(&ow->sync, *ns);
+	return true;
+}
+
+/* After round trip `round` (message `seq`): add the pairs of stamps it got. */
+static void ow_round(struct side *p, struct one_way *ow, uint64_t round)
+{
+	const struct ping_state *s = &p->st;
+	uint64_t code = s->peer_rx, prx = code & RXTAG_MASK;
+	const char *pto = code & RXTAG_HW ? "pong rx hardware" :
+			  code & RXTAG_KERN ? "pong rx kernel" : "pong rx library";
+
+	/* back: the reply's send stamp -> our receive stamp */
+	if ((s->rx_flags & FLIT_MSGF_SEND_TS) && (s->rx_flags & FLIT_MSGF_RECV_TS)) {
+		uint64_t rx = s->rx_ts;
+		bool hw = s->rx_flags & FLIT_MSGF_RECV_TS_HW;
+		if (!hw || ow_phc_to_rt(ow, round, &rx))
+			ow_add(&ow->s[OW_BACK], (int64_t)(rx - s->reply_send_ts), "pong send",
+			       hw ? "ping rx hardware" : s->rx_flags & FLIT_MSGF_RECV_TS_KERNEL ?
+			       "ping rx kernel" : "ping rx library",
+			       hw ? "realtime (ping's PHC converted)" : "realtime");
+		else
+			ow->s[OW_BACK].missing++;
+	} else {
+		ow->s[OW_BACK].missing++;
+	}
+	/* fwd: our send -> the pong's receive stamp, when it is CLOCK_REALTIME */
+	if (code && !(code & RXTAG_HW))
+		ow_add(&ow->s[OW_FWD], (int64_t)(prx - s->send_rt), "ping send", pto, "realtime");
+	else
+		ow->s[OW_FWD].missing++;
+	/* wire: our transmit stamp -> the pong's receive stamp of that kind */
+	if (!ow->tx)
+		return;
+	struct flit_tx_stamp tx = { .sz = sizeof(tx) };
+	if (code && flit_pub_tx_stamp(p->pub, s->msg_seq, &tx) == 0) {
+		bool hw = tx.flags & FLIT_TXTS_HARDWARE;
+		if (hw ? (code & RXTAG_HW) != 0 : (code & RXTAG_KERN) != 0) {
+			ow_add(&ow->s[OW_WIRE], (int64_t)(prx - tx.ts_ns),
+			       hw ? "ping tx hardware" : "ping tx kernel", pto, hw ? "phc" : "realtime");
+			return;
+		}
+	}
+	ow->s[OW_WIRE].missing++;
+}
+
+/* Statistics of signed values: shifted by the minimum (exact), then back. */
+static void ow_stats(struct ow_series *s)
+{
+	int64_t mn = INT64_MAX;
+	uint64_t *u = (uint64_t *)s->v;
+
+	memset(&s->st, 0, sizeof(s->st));
+	if (!s->n)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->v[i] < mn)
+			mn = s->v[i];
+		s->negative += s->v[i] < 0;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		u[i] = (uint64_t)(s->v[i] - mn);
+	tool_stats_compute(u, s->n, 1.0, &s->st);
+	s->st.min += (double)mn;
+	s->st.avg += (double)mn;
+	s->st.p50 += (double)mn;
+	s->st.p99 += (double)mn;
+	s->st.p999 += (double)mn;
+	s->st.max += (double)mn;
+}
+
+/* The clock(s) of the one-way figures: "realtime", "phc", "realtime+phc". */
+static const char *ow_clock(const struct one_way *ow)
+{
+	bool rt = false, phc = false;
+
+	for (int d = 0; d < OW_N; d++)
+		if (ow->s[d].n) {
+			rt |= strncmp(ow->s[d].clock, "realtime", 8) == 0;
+			phc |= strcmp(ow->s[d].clock, "phc") == 0;
+		}
+	return rt && phc ? "realtime+phc" : phc ? "phc" : rt ? "realtime" : "none";
+}
+
+/* Header lines ('#', after the run header): what was asked, what this side
+ * stamps, whether the one-way figures mean anything. */
+static void ow_header(FILE *hdr, const struct options *o, const struct one_way *ow)
+{
+	const char *asked = flit_ts_kind_name(o->ts);
+
+	if (ow->have_st)
+		fprintf(hdr, "# timestamps: %s asked for; this side stamps receive %s, transmit %s%s%s\n",
+			     asked, flit_ts_kind_name(ow->st.rx), flit_ts_kind_name(ow->st.tx),
+			     ow->st.ifname[0] ? " on " : "", ow->st.ifname);
+	else
+		fprintf(hdr, "# timestamps: %s asked for; the %s transport has no stamp settings "
+			     "of its own: the stamps messages carry are used (the library's "
+			     "CLOCK_REALTIME send and delivery stamps where there are no others)\n",
+			     asked, o->transport);
+	if (ow->have_st && ow->st.why[0])
+		fprintf(hdr, "# timestamps: hardware stamps asked for but not available: %s; "
+			     "using software stamps\n", ow->st.why);
+	else if (o->ts == FLIT_TS_HARDWARE && !ow->have_st)
+		fprintf(hdr, "# timestamps: hardware stamps asked for but not available "
+			     "(the %s transport has none); using the library's stamps\n", o->transport);
+	if (ow->phc_why[0])
+		fprintf(hdr, "# timestamps: this side's PHC is not usable (%s): hardware receive "
+			     "stamps are left out of 1w-back\n", ow->phc_why);
+	if (ow->peer_plain)
+		fprintf(hdr, "# timestamps: %llu replies came without the pong's receive stamp "
+			     "(run the pong side with --timestamps too)\n",
+			     (unsigned long long)ow->peer_plain);
+	if (o->size < TS_MIN_SIZE)
+		fprintf(hdr, "# timestamps: ping->pong one-way needs messages of %d bytes or more "
+			     "(the pong returns its receive stamp in bytes 8..15)\n", TS_MIN_SIZE);
+	fprintf(hdr, "# one-way (ns, separate from RTT/2): 1w-fwd = ping send -> pong receive "
+		     "stamp, 1w-back = pong send stamp -> ping receive stamp, 1w-wire = ping "
+		     "transmit stamp -> pong receive stamp; clock %s\n", ow_clock(ow));
+	fprintf(hdr, "# one-way validity: %s\n", o->role == ROLE_BOTH ?
+		     "ping and pong run on this host: their stamps share one CLOCK_REALTIME "
+		     "(hardware pairs: one NIC clock, or PHC-synchronised NICs)" :
+		     "ping and pong may run on different hosts: meaningful only if their "
+		     "CLOCK_REALTIME (software stamps) or NIC clocks (hardware: PHC-synchronised, "
+		     "ptp4l) are synchronised; not checked here");
+}
+
+/* The JSON members: ",\"timestamps\":...,\"one_way\":{...}". */
+static size_t ow_json(char *buf, size_t len, const struct options *o, const struct one_way *ow)
+{
+	size_t off = 0;
+	char tmp[64];
+
+#define OW_PUT(...) do { \
+		int n_ = snprintf(buf + off, len - off, __VA_ARGS__); \
+		if (n_ < 0 || (size_t)n_ >= len - off) { buf[0] = '\0'; return 0; } \
+		off += (size_t)n_; \
+	} while (0)
+	OW_PUT(",\"timestamps\":\"%s\",\"ts_clock\":\"%s\"", flit_ts_kind_name(o->ts), ow_clock(ow));
+	if (ow->have_st)
+		OW_PUT(",\"ts_rx\":\"%s\",\"ts_tx\":\"%s\"", flit_ts_kind_name(ow->st.rx),
+		       flit_ts_kind_name(ow->st.tx));
+	else
+		OW_PUT(",\"ts_rx\":\"library\",\"ts_tx\":\"none\"");
+	if (ow->have_st && ow->st.why[0])
+		off += tool_json_member(buf + off, len - off, "ts_hw_unavailable", ow->st.why);
+	else if (o->ts == FLIT_TS_HARDWARE && !ow->have_st) {
+		snprintf(tmp, sizeof(tmp), "the %s transport has no NIC stamps", o->transport);
+		off += tool_json_member(buf + off, len - off, "ts_hw_unavailable", tmp);
+	}
+	off += tool_json_member(buf + off, len - off, "one_way_valid",
+				o->role == ROLE_BOTH ? "same host: CLOCK_REALTIME shared" :
+				"two processes, possibly two hosts: needs synchronised clocks");
+	OW_PUT(",\"one_way\":{");
+	bool first = true;
+	for (int d = 0; d < OW_N; d++) {
+		const struct ow_series *s = &ow->s[d];
+		if (!s->n) {
+			OW_PUT("%s\"%s\":{\"n\":0,\"missing\":%llu}", first ? "" : ",", ow_key[d],
+			       (unsigned long long)s->missing);
+			first = false;
+			continue;
+		}
+		OW_PUT("%s\"%s\":{\"n\":%zu,\"from\":\"%s\",\"to\":\"%s\",\"clock\":\"%s\","
+		       "\"min_ns\":%.0f,\"avg_ns\":%.1f,\"p50_ns\":%.0f,\"p99_ns\":%.0f,"
+		       "\"p999_ns\":%.0f,\"max_ns\":%.0f,\"stddev_ns\":%.1f,\"negative\":%llu,"
+		       "\"missing\":%llu%s}", first ? "" : ",", ow_key[d], s->n, s->from, s->to,
+		       s->clock, s->st.min, s->st.avg, s->st.p50, s->st.p99, s->st.p999, s->st.max,
+		       s->st.stddev, (unsigned long long)s->negative,
+		       (unsigned long long)s->missing, s->mixed ? ",\"mixed\":true" : "");
+		first = false;
+	}
+	OW_PUT("}");
+#undef OW_PUT
+	return off;
+}
+
+static void ow_rows(FILE *f, const struct options *o, const struct one_way *ow)
+{
+	bool any = false;
+
+	for (int d = 0; d < OW_N; d++) {
+		const struct ow_series *s = &ow->s[d];
+		struct tool_result r;
+
+		if (!s->n)
+			continue;
+		any = true;
+		tool_result_init(&r, "flit-pong");
+		r.label = ow_label[d];
+		r.size = (int64_t)o->size;
+		r.lat = &s->st;
+		tool_lat_row(f, &r);
+	}
+	if (!any)
+		fprintf(f, "# one-way: no pair of stamps came back\n");
+	for (int d = 0; d < OW_N; d++) {
+		const struct ow_series *s = &ow->s[d];
+		if (s->n)
+			fprintf(f, "# %s: %s -> %s (%s), %zu samples%s%s\n", ow_label[d], s->from, s->to,
+				s->clock, s->n, s->negative ? ", some negative: the clocks disagree" : "",
+				s->mixed ? ", kinds of stamps changed during the run" : "");
+	}
+}
+
+static void ow_free(struct one_way *ow)
+{
+	for (int d = 0; d < OW_N; d++)
+		free(ow->s[d].v);
+	flit_phc_close(ow->phc);
+}
+
 static void run_ping(const struct options *o, const struct tool_clock *clk,
 		     const char *ping_topic, const char *pong_topic, pid_t child)
 {
@@ -501,7 +904,8 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
 		.st = { .clk = clk, .size = o->size },
 	};
-	char cpustr[32], mode[160], clkdesc[128], extra[4096], cfgs[512], setup[512] = "";
+	char cpustr[32], mode[160], clkdesc[128], extra[8192], cfgs[512], setup[512] = "";
+	struct one_way ow;
 	struct flit_counters ctr = { .sz = sizeof(ctr) };
 	bool have_ctr;
 	struct tool_stats stats;
@@ -522,11 +926,24 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	open_pub(&p, ping_topic);
 
 	ping_hello(&p);
+	if (o->ts) {
+		p.st.ts = true;
+		p.st.sent = p.buf;
+		ow_init(&p, &ow);
+	}
 	for (uint64_t i = 0; i < o->warmup; i++)
 		ping_round(&p, i);
-	for (uint64_t i = 0; i < o->count; i++)
+	for (uint64_t i = 0; i < o->count; i++) {
 		samples[i] = ping_round(&p, o->warmup + i);
+		if (o->ts)
+			ow_round(&p, &ow, i);
+	}
 	ping_bye(&p);
+	if (o->ts) {
+		for (int d = 0; d < OW_N; d++)
+			ow_stats(&ow.s[d]);
+		ow.peer_plain = p.st.peer_plain;
+	}
 
 	have_ctr = flit_ctx_counters(p.ctx, &ctr) == 0;
 	if (flit_ctx_describe(p.ctx, o->transport, setup, sizeof(setup)) < 0)
@@ -557,6 +974,12 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		snprintf(mode, sizeof(mode), "%s,%s,%s,unbatched,spin,pinned=%s", o->transport,
 			 um && *um ? um : "multicast",
 			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets", cpustr);
+	} else if (!strcmp(o->transport, "rdma")) {
+		char m[32];
+		const char *rm = tool_config_get(&o->config, "source.rdma.mode", m, sizeof(m));
+
+		snprintf(mode, sizeof(mode), "rdma,rc,%s,unbatched,spin,pinned=%s",
+			 rm && *rm ? rm : "send", cpustr);
 	} else {
 		snprintf(mode, sizeof(mode), "%s,unbatched,spin,pinned=%s",
 			 strcmp(o->transport, "shm") ? "default" :
@@ -567,6 +990,8 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		    o->cpus[0], tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
 	if (setup[0] && strcmp(setup, o->transport))
 		tool_header(hdr, "%s", setup);
+	if (o->ts)
+		ow_header(hdr, o, &ow);
 	if (p.st.lost)
 		tool_warn("%llu replies reported lost (overwrite mode)",
 			  (unsigned long long)p.st.lost);
@@ -604,6 +1029,8 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 			off += tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
 		if (setup[0])
 			off += tool_json_member(extra + off, sizeof(extra) - off, "setup", setup);
+		if (o->ts)
+			off += ow_json(extra + off, sizeof(extra) - off, o, &ow);
 		tool_cdf_member(extra + off, sizeof(extra) - off, samples, o->count,
 				clk->tsc.ns_per_tick / 2);
 	}
@@ -613,9 +1040,13 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	} else {
 		tool_lat_header(stdout);
 		tool_lat_row(stdout, &res);
+		if (o->ts)
+			ow_rows(stdout, o, &ow);
 	}
 	if (o->hist)
 		tool_hist_print(hdr, samples, o->count, clk->tsc.ns_per_tick / 2);
+	if (o->ts)
+		ow_free(&ow);
 	free(samples);
 	free(p.buf);
 }
@@ -624,7 +1055,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_NETNS = 256, OPT_PEER_NETNS };
+	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_TIMESTAMPS, OPT_RDMA_ADDR, OPT_RDMA_PORT };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "size",      required_argument, NULL, 's' },
@@ -638,6 +1069,9 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "config",    required_argument, NULL, 'C' },
 		{ "netns",     required_argument, NULL, OPT_NETNS },
 		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
+		{ "timestamps", required_argument, NULL, OPT_TIMESTAMPS },
+		{ "rdma-addr", required_argument, NULL, OPT_RDMA_ADDR },
+		{ "rdma-port", required_argument, NULL, OPT_RDMA_PORT },
 		{ "json",      no_argument,       NULL, 'j' },
 		{ "hist",      no_argument,       NULL, 'H' },
 		{ "verbose",   no_argument,       NULL, 'v' },
@@ -694,6 +1128,24 @@ static void parse(int argc, char **argv, struct options *o)
 		case OPT_PEER_NETNS:
 			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
 			break;
+		case OPT_RDMA_ADDR: {
+			struct in_addr a;
+			if (inet_pton(AF_INET, optarg, &a) != 1)
+				tool_usage_exit("bad --rdma-addr '%s': an IPv4 address", optarg);
+			snprintf(o->rdma_addr, sizeof(o->rdma_addr), "%s", optarg);
+			break;
+		}
+		case OPT_RDMA_PORT:
+			o->rdma_port = (unsigned)tool_parse_count("rdma-port", optarg, 1, 65534);
+			break;
+		case OPT_TIMESTAMPS:
+			if (!strcmp(optarg, "software"))
+				o->ts = FLIT_TS_SOFTWARE;
+			else if (!strcmp(optarg, "hardware"))
+				o->ts = FLIT_TS_HARDWARE;
+			else
+				tool_usage_exit("bad --timestamps '%s': software or hardware", optarg);
+			break;
 		case 'j': o->json = true; break;
 		case 'H': o->hist = true; break;
 		case 'v': o->verbose++; break;
@@ -711,6 +1163,16 @@ static void parse(int argc, char **argv, struct options *o)
 	o->net = strcmp(o->transport, "shm") != 0;
 	tool_config_init(&o->config);
 	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	if (o->ts) {
+		/* both sides: send stamps in every message, kernel or NIC
+		 * receive stamps (the library's own where the transport has
+		 * none), transmit stamps of the udp sources */
+		const char *m = flit_ts_kind_name(o->ts);
+		tool_config_add(&o->config, "source.timestamps = true");
+		tool_config_add(&o->config, "receiver.timestamps = true");
+		tool_config_add(&o->config, "context.udp.timestamps = %s", m);
+		tool_config_add(&o->config, "context.udp.tx_timestamps = %s", m);
+	}
 	for (int i = 0; i < ncfg; i++)
 		tool_config_add_user(&o->config, cfg[i], NULL);
 	if (!cpus_set) {
@@ -730,6 +1192,20 @@ static void parse(int argc, char **argv, struct options *o)
 	if (!prefix_set)
 		snprintf(o->prefix, sizeof(o->prefix), o->role == ROLE_BOTH ?
 			 "flit-pong.%d" : "flit-pong", (int)getpid());
+	if (!strcmp(o->transport, "rdma")) {
+		/* the frame: header, message header and timestamp, payload */
+		uint64_t need = (24 + 16 + o->size + 7 + 63) & ~63ull;
+		if (need > 8192)
+			o->rdma_frame = need;
+		if (!o->rdma_port)
+			o->rdma_port = o->role == ROLE_BOTH ? 20000 + 2 * (unsigned)(getpid() % 20000) : 14500;
+		int ra = o->rdma_addr[0] ? 0 : tool_rdma_local_addr(o->rdma_addr, sizeof(o->rdma_addr));
+		if (ra == -2)   /* no device: the library's "no RDMA device" says it */
+			snprintf(o->rdma_addr, sizeof(o->rdma_addr), "127.0.0.1");
+		else if (ra)
+			tool_fail("rdma: no active RDMA port with an IPv4 address here "
+				  "(/sys/class/infiniband): give the peer's address with --rdma-addr");
+	}
 }
 
 int main(int argc, char **argv)

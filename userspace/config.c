@@ -96,10 +96,12 @@ static const char *const udp_ts_names[] = { "off", "software", "hardware", NULL 
 static const char *const udp_service_names[] = { "thread", "poll", NULL };
 
 /* Transports a source may name; keep in step with transports/. */
-static const char *const transport_names[] = { "shm", "udp", "xdp", NULL };
+static const char *const transport_names[] = { "shm", "udp", "xdp", "rdma", NULL };
 static const char *const xdp_mode_names[] = { "auto", "native", "skb", NULL };
 static const char *const xdp_attach_names[] = { "auto", "pinned", "self", NULL };
 static const char *const xdp_zc_names[] = { "auto", "off", "on", NULL };
+static const char *const rdma_mode_names[] = { "send", "write", NULL };
+static const char *const xdp_rx_ts_names[] = { "off", "hardware", NULL };
 
 static bool valid_domain(const char *s, size_t len)
 {
@@ -200,6 +202,19 @@ static bool valid_static(const char *s, size_t len)
 	return len == 0 || valid_endpoint_kind(s, len, -1);
 }
 
+/* rdma: empty, or a unicast IPv4 address:port (a source's rdma_cm listener) */
+static bool valid_rdma_static(const char *s, size_t len)
+{
+	return len == 0 || valid_endpoint_kind(s, len, 0);
+}
+
+/* rdma: empty (every device), or a unicast IPv4 address */
+static bool valid_rdma_addr(const char *s, size_t len)
+{
+	struct in_addr a;
+	return len == 0 || (parse_ipv4(s, len, &a) && !is_mcast(a));
+}
+
 /* a multicast group, or a range "a.b.c.d/nn" (nn 16..32) of groups */
 static bool valid_group(const char *s, size_t len)
 {
@@ -252,11 +267,26 @@ static const struct cfg_key keys[] = {
 	{ .name = "context.log_level", .scope = SCOPE_CONTEXT, .type = T_ENUM,
 	  .def = "warn", FIELD(flit_cfg_context, log_level),
 	  .names = log_level_names },
+	{ .name = "context.stats", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "on", FIELD(flit_cfg_context, stats) },
+	{ .name = "context.stats_dir", .scope = SCOPE_CONTEXT, .type = T_STRING,
+	  .def = "/dev/shm/flit-stats", FIELD(flit_cfg_context, stats_dir),
+	  .valid = valid_abs_path,
+	  .rule = "must be an absolute path shorter than 256 characters" },
+	{ .name = "context.stats_interval_ms", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "100", FIELD(flit_cfg_context, stats_interval_ms),
+	  .min = 1, .max = 60000 },
+	{ .name = "context.stats_rows", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "256", FIELD(flit_cfg_context, stats_rows),
+	  .min = 16, .max = 65536 },
+	{ .name = "context.stats_file_mode", .scope = SCOPE_CONTEXT, .type = T_MODE,
+	  .def = "0600", FIELD(flit_cfg_context, stats_file_mode),
+	  .modes = shm_file_modes },
 
 	{ .name = "context.transports", .scope = SCOPE_CONTEXT, .type = T_STRING,
 	  .def = "shm,udp", FIELD(flit_cfg_context, transports),
 	  .valid = valid_transport_list,
-	  .rule = "must list transports from shm, udp, xdp (comma-separated; udp or xdp, not both)" },
+	  .rule = "must list transports from shm, udp, xdp (comma-separated; udp or xdp, not both) and rdma" },
 	{ .name = "context.udp.interface", .scope = SCOPE_CONTEXT, .type = T_STRING,
 	  .def = "", FIELD(flit_cfg_context, udp_interface),
 	  .valid = valid_ifname,
@@ -290,6 +320,9 @@ static const struct cfg_key keys[] = {
 	  .def = "true", FIELD(flit_cfg_context, udp_loopback) },
 	{ .name = "context.udp.timestamps", .scope = SCOPE_CONTEXT, .type = T_ENUM,
 	  .def = "off", FIELD(flit_cfg_context, udp_timestamps),
+	  .names = udp_ts_names },
+	{ .name = "context.udp.tx_timestamps", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "off", FIELD(flit_cfg_context, udp_tx_timestamps),
 	  .names = udp_ts_names },
 	{ .name = "context.udp.service", .scope = SCOPE_CONTEXT, .type = T_ENUM,
 	  .def = "thread", FIELD(flit_cfg_context, udp_service),
@@ -333,10 +366,22 @@ static const struct cfg_key keys[] = {
 	  .def = "true", FIELD(flit_cfg_context, xdp_verify_checksums) },
 	{ .name = "context.xdp.filter", .scope = SCOPE_CONTEXT, .type = T_BOOL,
 	  .def = "true", FIELD(flit_cfg_context, xdp_filter) },
+	{ .name = "context.xdp.rx_timestamps", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "off", FIELD(flit_cfg_context, xdp_rx_timestamps),
+	  .names = xdp_rx_ts_names },
+	{ .name = "context.xdp.tx_timestamps", .scope = SCOPE_CONTEXT, .type = T_BOOL,
+	  .def = "false", FIELD(flit_cfg_context, xdp_tx_timestamps) },
+	{ .name = "context.rdma.address", .scope = SCOPE_CONTEXT, .type = T_STRING,
+	  .def = "", FIELD(flit_cfg_context, rdma_address),
+	  .valid = valid_rdma_addr,
+	  .rule = "must be a unicast IPv4 address of an RDMA device's interface (or empty: all)" },
+	{ .name = "context.rdma.port", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "14500", FIELD(flit_cfg_context, rdma_port),
+	  .min = 0, .max = 65535 },
 
 	{ .name = "source.transport", .scope = SCOPE_SOURCE, .type = T_STRING,
 	  .def = "shm", FIELD(flit_cfg_source, transport),
-	  .valid = valid_transport, .rule = "must be shm, udp or xdp" },
+	  .valid = valid_transport, .rule = "must be shm, udp or xdp, or rdma" },
 	{ .name = "source.shm.mode", .scope = SCOPE_SOURCE, .type = T_ENUM,
 	  .def = "paced", FIELD(flit_cfg_source, shm_mode),
 	  .names = shm_mode_names },
@@ -400,6 +445,18 @@ static const struct cfg_key keys[] = {
 	{ .name = "source.udp.hb_max_ms", .scope = SCOPE_SOURCE, .type = T_U32,
 	  .def = "1000", FIELD(flit_cfg_source, udp_hb_max_ms),
 	  .min = 1, .max = 600000 },
+	{ .name = "source.rdma.mode", .scope = SCOPE_SOURCE, .type = T_ENUM,
+	  .def = "send", FIELD(flit_cfg_source, rdma_mode),
+	  .names = rdma_mode_names },
+	{ .name = "source.rdma.frame_max", .scope = SCOPE_SOURCE, .type = T_SIZE,
+	  .def = "8K", FIELD(flit_cfg_source, rdma_frame_max),
+	  .min = 256, .max = 16 * MIB },
+	{ .name = "source.rdma.slots", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "64", FIELD(flit_cfg_source, rdma_slots),
+	  .min = 8, .max = 4096, .pow2 = true },
+	{ .name = "source.rdma.inline", .scope = SCOPE_SOURCE, .type = T_SIZE,
+	  .def = "256", FIELD(flit_cfg_source, rdma_inline),
+	  .min = 0, .max = 4096 },
 
 	{ .name = "receiver.timestamps", .scope = SCOPE_RECEIVER, .type = T_BOOL,
 	  .def = "false", FIELD(flit_cfg_receiver, timestamps) },
@@ -428,6 +485,19 @@ static const struct cfg_key keys[] = {
 	  .def = "", FIELD(flit_cfg_receiver, udp_static),
 	  .valid = valid_static,
 	  .rule = "must be address:port (a multicast group to listen on, or a source's unicast control address)" },
+	{ .name = "receiver.rdma.static", .scope = SCOPE_RECEIVER, .type = T_STRING,
+	  .def = "", FIELD(flit_cfg_receiver, rdma_static),
+	  .valid = valid_rdma_static,
+	  .rule = "must be a unicast address:port (where the source's context listens: context.rdma.address/port)" },
+	{ .name = "receiver.rdma.depth", .scope = SCOPE_RECEIVER, .type = T_U32,
+	  .def = "64", FIELD(flit_cfg_receiver, rdma_depth),
+	  .min = 4, .max = 4096 },
+	{ .name = "receiver.rdma.frame_max", .scope = SCOPE_RECEIVER, .type = T_SIZE,
+	  .def = "16K", FIELD(flit_cfg_receiver, rdma_frame_max),
+	  .min = 256, .max = 16 * MIB },
+	{ .name = "receiver.rdma.retry_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
+	  .def = "200", FIELD(flit_cfg_receiver, rdma_retry_ms),
+	  .min = 1, .max = 60000 },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

@@ -45,12 +45,22 @@ enum flit_udp_service {
 	FLIT_UDP_SERVICE_POLL = 1,   /* only flit_ctx_poll() does */
 };
 
+enum flit_rdma_mode {
+	FLIT_RDMA_SEND = 0,  /* SEND into the receiver's posted buffers */
+	FLIT_RDMA_WRITE = 1, /* RDMA WRITE with immediate into its buffer ring */
+};
+
 #define FLIT_ENDPOINT_MAX 32 /* "255.255.255.255:65535" or "a.b.c.d/nn" */
 
 struct flit_cfg_context {
 	char domain[FLIT_NAME_MAX];    /* context.domain = default ([A-Za-z0-9_.-]+) */
 	char shm_dir[FLIT_PATH_MAX];   /* context.shm_dir = /dev/shm/flit (absolute) */
 	int log_level;                 /* context.log_level = warn (error|warn|info|debug) */
+	bool stats;                    /* context.stats = on: the counters file (flit-stat, docs/STATS.md) */
+	char stats_dir[FLIT_PATH_MAX]; /* context.stats_dir = /dev/shm/flit-stats (absolute) */
+	uint32_t stats_interval_ms;    /* context.stats_interval_ms = 100: longest a live counter waits for the file (1..60000) */
+	uint32_t stats_rows;           /* context.stats_rows = 256: rows of the file (16..65536) */
+	uint32_t stats_file_mode;      /* context.stats_file_mode = 0600 (0600, 0640 or 0660) */
 	char transports[32];           /* context.transports = shm,udp: transports this context may use */
 	char udp_interface[16];        /* context.udp.interface = (empty: routing decides) */
 	char udp_resolver[FLIT_ENDPOINT_MAX]; /* context.udp.resolver = 239.192.76.1:14400 (group:port or off) */
@@ -63,6 +73,7 @@ struct flit_cfg_context {
 	uint32_t udp_ttl;              /* context.udp.ttl = 16: multicast TTL */
 	bool udp_loopback;             /* context.udp.loopback = true: IP_MULTICAST_LOOP */
 	int udp_timestamps;            /* context.udp.timestamps = off (off|software|hardware) */
+	int udp_tx_timestamps;         /* context.udp.tx_timestamps = off (off|software|hardware): sources' transmit stamps */
 	int udp_service;               /* context.udp.service = thread (thread|poll) */
 	char udp_impair[64];           /* context.udp.impair = (tests: loss=5%,dup=1%,reorder=2%,seed=N) */
 	/* xdp: the udp transport's sessions over AF_XDP (context.udp.* apply too) */
@@ -79,6 +90,11 @@ struct flit_cfg_context {
 	uint32_t xdp_busy_poll_budget; /* context.xdp.busy_poll_budget = 0: kernel default */
 	bool xdp_verify_checksums;     /* context.xdp.verify_checksums = true */
 	bool xdp_filter;               /* context.xdp.filter = true: drop unwanted topics in XDP */
+	int xdp_rx_timestamps;         /* context.xdp.rx_timestamps = off (off|hardware): NIC stamps in XDP RX metadata */
+	bool xdp_tx_timestamps;        /* context.xdp.tx_timestamps = false: AF_XDP TX metadata completion stamps */
+	/* rdma: where this context's sources accept connections (rdma_cm) */
+	char rdma_address[FLIT_ENDPOINT_MAX]; /* context.rdma.address = (empty: every RDMA device) */
+	uint32_t rdma_port;            /* context.rdma.port = 14500 (0: any free port) */
 };
 
 enum flit_xdp_attach_policy {
@@ -110,6 +126,10 @@ struct flit_cfg_source {
 	uint32_t udp_retain_ms;        /* source.udp.retain_ms = 5000 */
 	uint32_t udp_hb_min_ms;        /* source.udp.hb_min_ms = 5 */
 	uint32_t udp_hb_max_ms;        /* source.udp.hb_max_ms = 1000 */
+	int rdma_mode;                 /* source.rdma.mode = send (send|write): SEND/RECV or RDMA WRITE with immediate */
+	uint32_t rdma_frame_max;       /* source.rdma.frame_max = 8K: largest frame (a receiver's buffers must hold it) */
+	uint32_t rdma_slots;           /* source.rdma.slots = 64: frames in flight per source (power of 2, 8..4096) */
+	uint32_t rdma_inline;          /* source.rdma.inline = 256: send frames up to this size inline (0: never) */
 };
 
 struct flit_cfg_receiver {
@@ -122,6 +142,10 @@ struct flit_cfg_receiver {
 	uint64_t udp_reorder;          /* receiver.udp.reorder = 4M: bytes held ahead of gaps */
 	uint32_t udp_session_timeout_ms; /* receiver.udp.session_timeout_ms = 5000 */
 	char udp_static[FLIT_ENDPOINT_MAX]; /* receiver.udp.static = (addr:port: static topic map) */
+	char rdma_static[FLIT_ENDPOINT_MAX]; /* receiver.rdma.static = (addr:port of the source's context.rdma listener) */
+	uint32_t rdma_depth;           /* receiver.rdma.depth = 64: receive buffers per connection = credits (4..4096) */
+	uint32_t rdma_frame_max;       /* receiver.rdma.frame_max = 16K: bytes per receive buffer */
+	uint32_t rdma_retry_ms;        /* receiver.rdma.retry_ms = 200: first reconnect delay (backs off to 10x) */
 };
 
 struct flit_cfg_entry;

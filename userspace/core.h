@@ -22,6 +22,8 @@
 struct flit_tp;   /* a transport's per-context state */
 struct flit_tsrc; /* a transport's per-publisher state */
 struct flit_rx_session;
+struct flit_tx_stamp;    /* include/flit/tstamp.h */
+struct flit_ts_status;
 
 /* Frame handler: a transport's poll calls it for each frame received.
  * Returns the number of messages and events delivered, or -EBADMSG when the
@@ -66,11 +68,19 @@ struct flit_transport_ops {
 	int (*poll)(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg);
 	/* optional: one line on how the transport is set up */
 	const char *(*describe)(const struct flit_tp *tp);
+	/* optional: the transmit stamp of the datagram that carried `seq`
+	 * (flit_pub_tx_stamp(), include/flit/tstamp.h) */
+	int (*tx_stamp)(struct flit_tsrc *src, uint64_t seq, struct flit_tx_stamp *out);
+	/* optional: what the transport stamps (flit_ctx_ts_status()) */
+	int (*ts_status)(const struct flit_tp *tp, struct flit_ts_status *out);
 };
 
 extern const struct flit_transport_ops flit_shm_ops;
 extern const struct flit_transport_ops flit_udp_ops;
 extern const struct flit_transport_ops flit_xdp_ops;
+#ifdef FLIT_HAVE_RDMA
+extern const struct flit_transport_ops flit_rdma_ops; /* transports/rdma */
+#endif
 
 /* ---- receive sessions: what the core knows of one remote source -------- */
 

@@ -55,9 +55,12 @@
 #include <linux/net_tstamp.h>
 #include <linux/sockios.h>
 
+#include <flit/tstamp.h>
+
 #include "core.h"
 #include "ctl.h"
 #include "rel.h"
+#include "txts.h"
 #include "udp/udp_io.h"
 #include "xdp/xdp_path.h"
 
@@ -151,6 +154,7 @@ struct udp_src {
 	uint8_t *claim_pl;
 	uint64_t advert_at, advert_ivl, advert_max, last_advert;
 	uint64_t last_direct;        /* last INFO sent straight to an asker */
+	struct flit_txts *txts;      /* transmit stamps (context.udp.tx_timestamps), or NULL */
 	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 };
@@ -163,6 +167,7 @@ struct flit_tp {
 	unsigned ifindex;
 	struct flit_udp_io_cfg iocfg;
 	struct sockaddr_in resolver; /* port 0: multicast resolution off */
+	struct flit_ts_status ts;    /* what this context stamps (flit_ctx_ts_status) */
 
 	/* receive side: the polling thread only */
 	struct rsock *socks;
@@ -175,7 +180,7 @@ struct flit_tp {
 	struct flit_xsk *xk;
 	struct flit_udp_io *xk_io;   /* impairment around xk (tests), or NULL */
 	struct sockaddr_in ucast_self; /* the unicast socket's address */
-	char desc[640];
+	char desc[1024];             /* xdp with stamps: ~700 */
 	unsigned xk_want, xk_idle;
 	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
 	bool xk_fallback_warned;
@@ -196,6 +201,7 @@ struct flit_tp {
 	/* source side */
 	pthread_mutex_t lock;        /* srcs, res_fd, the thread's state */
 	struct udp_src *srcs;
+	bool xk_tx_ts;               /* xdp: AF_XDP TX metadata stamps on */
 	int res_fd;                  /* hears queries for our sources */
 	int epfd, wakefd;
 	pthread_t thread;
@@ -991,6 +997,40 @@ static void rebind(struct flit_tp *tp, uint64_t now)
 		rsock_reap(tp);
 }
 
+/* xdp with context.xdp.tx_timestamps: hand the AF_XDP completion stamps to
+ * the sources whose frames they carried (by the session id in the frame
+ * header), where flit_pub_tx_stamp() finds them. */
+static void src_lock(struct udp_src *s);
+static void src_unlock(struct udp_src *s);
+
+static void xsk_tx_stamps_route(struct flit_tp *tp)
+{
+	struct flit_xsk_tx_stamp st[64];
+	int n;
+
+	if (!tp->xk_tx_ts)
+		return;
+	pthread_mutex_lock(&tp->lock);
+	while ((n = flit_xsk_tx_stamps(tp->xk, st, 64)) > 0) {
+		for (int i = 0; i < n; i++) {
+			size_t hl = st[i].len < FLIT_XSK_TX_STAMP_HEAD ? st[i].len : FLIT_XSK_TX_STAMP_HEAD;
+			if (hl < FLIT_FRAME_HDR_LEN)
+				continue;
+			uint32_t session = flit_ld32(st[i].head + 12);
+			for (struct udp_src *s = tp->srcs; s; s = s->next)
+				if (s->session == session && s->txts) {
+					src_lock(s);
+					flit_txts_stamped(s->txts, st[i].head, hl, st[i].ts_ns, st[i].flags);
+					src_unlock(s);
+					break;
+				}
+		}
+		if (n < 64)
+			break;
+	}
+	pthread_mutex_unlock(&tp->lock);
+}
+
 /* Timers of the receive side: NAKs, joins, liveness, queries. */
 static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 {
@@ -1018,6 +1058,7 @@ static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 		}
 		ev += k;
 		flit_xsk_tx_service(tp->xk);
+		xsk_tx_stamps_route(tp);
 	}
 	for (struct rsess *s = tp->sess, *sn; s; s = sn) {
 		sn = s->next;
@@ -1069,10 +1110,14 @@ static void src_raw(struct udp_src *s, const void *buf, size_t len)
 	if (s->mode == FLIT_MODE_MCAST) {
 		if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->dest, sizeof(s->dest)) < 0)
 			flit_debug("udp: %s: send: %s", s->topic, strerror(errno));
+		else if (s->txts)
+			flit_txts_sent(s->txts, buf, len, 1);
 		return;
 	}
 	for (unsigned i = 0; i < s->nrcv; i++)
-		sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->rcv[i].a, sizeof(s->rcv[i].a));
+		if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->rcv[i].a,
+			   sizeof(s->rcv[i].a)) >= 0 && s->txts)
+			flit_txts_sent(s->txts, buf, len, 1);
 }
 
 /* Send a DATA frame from the application's thread through the io backend.
@@ -1099,6 +1144,8 @@ static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 							  .addr = s->rcv[i].a };
 			if (n == 16 || i + 1 == s->nrcv) {
 				int r = flit_udp_io_send(s->io, d, n);
+				if (FLIT_UNLIKELY(s->txts != NULL) && r > 0)
+					flit_txts_sent(s->txts, buf, len, (unsigned)r);
 				if (r <= 0 && i + 1 == n)
 					return FLIT_BACK_PRESSURED;
 				n = 0;
@@ -1107,6 +1154,8 @@ static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 		return 0;
 	}
 	int r = flit_udp_io_send(s->io, d, n);
+	if (FLIT_UNLIKELY(s->txts != NULL) && r > 0)
+		flit_txts_sent(s->txts, buf, len, (unsigned)r);
 	return r == 1 ? 0 : FLIT_BACK_PRESSURED;
 }
 
@@ -1363,6 +1412,35 @@ static uint64_t udp_next_seq(const struct flit_tsrc *ts)
 	return ((const struct udp_src *)ts)->next_seq;
 }
 
+static int udp_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	int r;
+
+	if (!s->txts)
+		return flit_err(EOPNOTSUPP, "udp: %s: transmit stamps are off (context.udp.tx_timestamps)",
+				s->topic);
+	if (s->tp->xk_tx_ts) {
+		xsk_tx_stamps_route(s->tp);
+		r = 0;
+		src_lock(s);
+	} else {
+		src_lock(s);
+		r = flit_txts_drain(s->txts, s->fd, 1024);
+	}
+	if (r >= 0)
+		r = flit_txts_lookup(s->txts, seq, out);
+	src_unlock(s);
+	if (r == -EAGAIN)
+		return flit_err(EAGAIN, "udp: %s: the transmit stamp of message %llu has not come back yet",
+				s->topic, (unsigned long long)seq);
+	if (r == -ENOENT)
+		return flit_err(ENOENT, "udp: %s: no datagram %s among the last %u sent", s->topic,
+				seq == FLIT_TX_STAMP_LATEST ? "stamped" : "carrying that message",
+				FLIT_TXTS_RING);
+	return r < 0 ? flit_err_wrap(-r, "udp: %s", s->topic) : 0;
+}
+
 static void udp_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 {
 	struct udp_src *s = (struct udp_src *)ts;
@@ -1474,7 +1552,9 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 		if (match && now - s->last_direct >= 1 * MS) {
 			s->last_direct = now;
 			size_t l = src_info(s, s->ctl, sizeof(s->ctl));
-			sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from, sizeof(*from));
+			if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from,
+				   sizeof(*from)) >= 0 && s->txts)
+				flit_txts_sent(s->txts, s->ctl, l, 1);
 		}
 		break;
 	}
@@ -1505,6 +1585,10 @@ static uint64_t src_service(struct udp_src *s, uint64_t now)
 			break;
 		src_ctl(s, tp->rbuf, (size_t)n, &from, now);
 	}
+	/* transmit stamps: keep the error queue short (it also wakes the
+	 * service thread's epoll while it holds anything) */
+	if (s->txts)
+		flit_txts_drain(s->txts, s->fd, 1024);
 	while ((f = flit_rel_tx_retx_next(s->rel, now, &len, &wait))) {
 		src_raw(s, f, len);
 		s->c.retransmissions++;
@@ -1726,6 +1810,90 @@ static void batch_cap_update(struct flit_tp *tp)
 	__atomic_store_n(&tp->batch_cap, cap, __ATOMIC_RELAXED);
 }
 
+/* ---- timestamps -------------------------------------------------------------- */
+
+_Static_assert((int)FLIT_UDP_TS_OFF == (int)FLIT_TS_NONE &&
+	       (int)FLIT_UDP_TS_SOFTWARE == (int)FLIT_TS_SOFTWARE &&
+	       (int)FLIT_UDP_TS_HARDWARE == (int)FLIT_TS_HARDWARE, "config and API timestamp kinds differ");
+
+/* NIC hardware stamping where the configuration asks for it (the one place
+ * that sets a NIC up: flit_hwts_enable()), and what is in effect, for
+ * flit_ctx_ts_status() and the description.  Never fails: without hardware
+ * the stamps are the kernel's software ones, and tp->ts.why says why. */
+static void ts_setup(struct flit_tp *tp, bool xdp)
+{
+	const struct flit_cfg_context *cc = tp->cc;
+	struct flit_ts_status *t = &tp->ts;
+	struct flit_ts_info ti = { .sz = sizeof(ti) };
+	unsigned dirs = 0, ok = 0;
+
+	memset(t, 0, sizeof(*t));
+	t->sz = sizeof(*t);
+	t->rx_asked = t->rx = cc->udp_timestamps;
+	/* xdp sends data through AF_XDP: its stamps are context.xdp.* */
+	t->tx_asked = t->tx = xdp ? FLIT_TS_NONE : cc->udp_tx_timestamps;
+	t->phc_index = -1;
+	snprintf(t->ifname, sizeof(t->ifname), "%s", cc->udp_interface);
+	if (cc->udp_interface[0] && flit_ts_info_get(cc->udp_interface, &ti) == 0)
+		t->phc_index = ti.phc_index;
+	dirs = (t->rx == FLIT_TS_HARDWARE ? FLIT_HWTS_RX : 0) | (t->tx == FLIT_TS_HARDWARE ? FLIT_HWTS_TX : 0);
+	if (!dirs)
+		return;
+	if (!cc->udp_interface[0]) {
+		snprintf(t->why, sizeof(t->why), "hardware timestamps need context.udp.interface "
+			 "(the NIC to set up)");
+	} else if (flit_hwts_enable(cc->udp_interface, dirs, NULL) == 0) {
+		ok = dirs;
+	} else {
+		snprintf(t->why, sizeof(t->why), "%s", flit_errmsg());
+		/* perhaps one direction only (the first reason is kept) */
+		if (dirs == (FLIT_HWTS_RX | FLIT_HWTS_TX)) {
+			ok |= flit_hwts_enable(cc->udp_interface, FLIT_HWTS_RX, NULL) == 0 ? FLIT_HWTS_RX : 0;
+			ok |= flit_hwts_enable(cc->udp_interface, FLIT_HWTS_TX, NULL) == 0 ? FLIT_HWTS_TX : 0;
+		}
+	}
+	if (ok == dirs) {
+		t->why[0] = '\0';
+		return;
+	}
+	if ((dirs & ~ok) & FLIT_HWTS_RX)
+		t->rx = FLIT_TS_SOFTWARE;
+	if ((dirs & ~ok) & FLIT_HWTS_TX)
+		t->tx = FLIT_TS_SOFTWARE;
+	flit_warn("udp: hardware timestamps asked for but not available: %s; using software stamps", t->why);
+}
+
+/* "; stamps rx software, tx software (hardware asked for, not available: ...)" */
+static void ts_describe(struct flit_tp *tp)
+{
+	const struct flit_ts_status *t = &tp->ts;
+	size_t l = strlen(tp->desc);
+
+	if (!t->rx_asked && !t->tx_asked)
+		return;
+	snprintf(tp->desc + l, sizeof(tp->desc) - l, "; stamps: rx %s, tx %s%s%s%s",
+		 flit_ts_kind_name(t->rx), flit_ts_kind_name(t->tx),
+		 t->why[0] ? " (hardware asked for, not available: " : "", t->why,
+		 t->why[0] ? ")" : "");
+}
+
+static int udp_ts_status(const struct flit_tp *tp, struct flit_ts_status *out)
+{
+	struct flit_ts_status v = tp->ts;
+
+	if (tp->xp && !v.why[0]) {
+		const char *why = flit_xdp_path_ts_why(tp->xp);
+		if (why && why[0])
+			snprintf(v.why, sizeof(v.why), "%s", why);
+		else if (v.tx_asked == FLIT_TS_HARDWARE && v.tx == FLIT_TS_SOFTWARE)
+			snprintf(v.why, sizeof(v.why), "%s: AF_XDP in copy mode: the kernel's software "
+				 "stamp at completion, not the NIC's", v.ifname);
+	}
+	v.sz = out->sz < sizeof(v) ? out->sz : sizeof(v);
+	memcpy(out, &v, v.sz);
+	return 0;
+}
+
 /* ---- transport operations --------------------------------------------------- */
 
 static int xsk_recv_fn(void *arg, struct flit_udp_dgram *d, unsigned n)
@@ -1774,21 +1942,8 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 				       cc->udp_interface);
 			goto fail;
 		}
-		if (cc->udp_timestamps == FLIT_UDP_TS_HARDWARE) {
-			/* ask the NIC to stamp every received packet */
-			struct hwtstamp_config hc = { .tx_type = HWTSTAMP_TX_OFF,
-						      .rx_filter = HWTSTAMP_FILTER_ALL };
-			ifr.ifr_data = (void *)&hc;
-			fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-			if (fd < 0 || ioctl(fd, SIOCSHWTSTAMP, &ifr))
-				flit_warn("udp: hardware timestamps asked for but %s cannot give them (SIOCSHWTSTAMP: %s); "
-					  "messages carry kernel software stamps", cc->udp_interface, strerror(errno));
-			if (fd >= 0)
-				close(fd);
-		}
-	} else if (cc->udp_timestamps == FLIT_UDP_TS_HARDWARE) {
-		flit_warn("udp: hardware timestamps need context.udp.interface; using software stamps");
 	}
+	ts_setup(tp, xdp);
 	tp->dg = calloc(tp->iocfg.batch, sizeof(*tp->dg));
 	if (!tp->dg) {
 		err = flit_err(ENOMEM, "udp: out of memory");
@@ -1811,6 +1966,16 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 			goto fail;
 		tp->xk = flit_xdp_path_xsk(tp->xp);
 		tp->xk_max = flit_xsk_max_payload(tp->xk);
+		if (cc->xdp_rx_timestamps)
+			tp->ts.rx_asked = tp->ts.rx = FLIT_TS_HARDWARE;
+		if (cc->xdp_tx_timestamps && flit_xsk_tx_clock(tp->xk)) {
+			/* AF_XDP TX metadata: the kernel's software stamp in
+			 * copy mode, the NIC's in zero-copy mode */
+			tp->xk_tx_ts = true;
+			tp->ts.tx_asked = FLIT_TS_HARDWARE;
+			tp->ts.tx = strcmp(flit_xsk_tx_clock(tp->xk), "phc") == 0 ? FLIT_TS_HARDWARE
+										  : FLIT_TS_SOFTWARE;
+		}
 		if ((err = flit_xdp_path_flow_get(tp->xp, tp->ifaddr, tp->ucast_self.sin_port)))
 			goto fail;
 		if (cc->udp_impair[0]) {
@@ -1826,6 +1991,7 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 	} else {
 		snprintf(tp->desc, sizeof(tp->desc), "udp: %s", flit_udp_io_describe(tp->ucast));
 	}
+	ts_describe(tp);
 	/* the resolver channel: adverts for the receive side, queries for
 	 * the source side (two sockets on one group:port) */
 	if (strcmp(cc->udp_resolver, "off")) {
@@ -1992,6 +2158,21 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		goto fail;
 	}
 	getsockname(s->fd, (struct sockaddr *)&s->self, &sl);
+	if (tp->ts.tx != FLIT_TS_NONE) {
+		s->txts = malloc(sizeof(*s->txts));
+		if (!s->txts) {
+			err = flit_err(ENOMEM, "udp: out of memory");
+			goto fail;
+		}
+		if (!tp->xk_tx_ts && (err = flit_txts_enable(s->fd, tp->ts.tx)))
+			goto fail;
+		flit_txts_init(s->txts, tp->ts.tx);
+		/* the stamps queue up against the receive buffer between two
+		 * drains (5 ms while the application polls): room for a few
+		 * thousand (best effort: capped at net.core.rmem_max) */
+		int rb = (int)tp->cc->udp_rcvbuf;
+		setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb));
+	}
 	{
 		int fd2 = dup(s->fd);
 		if (fd2 < 0 || (err = io_wrap(tp, fd2, false, &s->io))) {
@@ -2022,6 +2203,7 @@ fail:
 	flit_rel_tx_free(s->rel);
 	if (s->fd >= 0)
 		close(s->fd);
+	free(s->txts);
 	free(s->buf);
 	free(s);
 	return err;
@@ -2060,6 +2242,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 	close(s->fd);
 	flit_rel_tx_free(s->rel);
 	pthread_mutex_destroy(&s->lock);
+	free(s->txts);
 	free(s->rcv);
 	free(s->buf);
 	free(s);
@@ -2158,6 +2341,8 @@ const struct flit_transport_ops flit_udp_ops = {
 	.name = "udp",
 	.caps = FLIT_CAP_MULTICAST | FLIT_CAP_TIMESTAMPS,
 	.open = udp_open,
+	.tx_stamp = udp_tx_stamp,
+	.ts_status = udp_ts_status,
 	SESSION_OPS,
 };
 
@@ -2165,5 +2350,7 @@ const struct flit_transport_ops flit_xdp_ops = {
 	.name = "xdp",
 	.caps = FLIT_CAP_MULTICAST,
 	.open = xdp_open,
+	.tx_stamp = udp_tx_stamp,
+	.ts_status = udp_ts_status,
 	SESSION_OPS,
 };

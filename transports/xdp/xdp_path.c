@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <flit/tstamp.h>
+
 #include "error.h"
 #include "xdp/xdp_path.h"
 #include "xdp/xdp_prog.h"
@@ -30,7 +32,9 @@ struct flit_xdp_path {
 	uint32_t *filtered;          /* sessions put in the filter */
 	unsigned nfiltered;
 	char ifname[16];
-	char desc[512];
+	char ts_why[256];            /* RX stamps asked for, the program has none */
+	char hw_why[256];            /* RX stamps asked for, the NIC refused */
+	char desc[1024];
 };
 
 static int clear_flow(void *arg, const struct flit_xdp_flow_key *k, const struct flit_xdp_flow *v)
@@ -63,6 +67,8 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 	struct flit_xdp_status st;
 	const char *ifname = cc->udp_interface;
 	const char *how;
+	const bool want_rx = cc->xdp_rx_timestamps == 1;
+	char rx_note[400] = "";
 	int err;
 
 	if (!ifname[0])
@@ -96,7 +102,8 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 			       ifname, ifname);
 		goto fail;
 	} else {
-		err = flit_xdp_attach(ifname, (enum flit_xdp_mode)cc->xdp_mode, NULL);
+		err = flit_xdp_attach_flags(ifname, (enum flit_xdp_mode)cc->xdp_mode,
+					    want_rx ? FLIT_XDP_ATTACH_RX_TS : 0, NULL);
 		if (err)
 			goto fail;
 		p->attached_here = true;
@@ -108,6 +115,28 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 	if (err)
 		goto fail;
 	p->mode = st.mode;
+
+	if (want_rx && !st.rx_timestamps) {
+		snprintf(p->ts_why, sizeof(p->ts_why), "flit's program on %s was attached "
+			 "without them (flit-loader attach %s --rx-timestamps)", ifname, ifname);
+		flit_warn("xdp: hardware RX stamps asked for, but %s: messages come "
+			  "without a hardware receive stamp", p->ts_why);
+		snprintf(rx_note, sizeof(rx_note), "; RX stamps asked for, none: %s",
+			 p->ts_why);
+	} else if (want_rx) {
+		/* the kfunc reads what the NIC stamped: have it stamp (the
+		 * device's setting, left on) */
+		struct flit_hwts hw = { .sz = sizeof(hw) };
+		if (flit_hwts_enable(ifname, FLIT_HWTS_RX, &hw) == 0) {
+			snprintf(rx_note, sizeof(rx_note), "; NIC RX stamping on (PHC "
+				 "/dev/ptp%d; stamps raw, clock phc)", hw.phc_index);
+		} else {
+			snprintf(p->hw_why, sizeof(p->hw_why), "%s", flit_errmsg());
+			snprintf(rx_note, sizeof(rx_note), "; NIC RX stamping not "
+				 "available: %s", p->hw_why);
+			flit_info("xdp: %s: hardware RX stamping: %s", ifname, p->hw_why);
+		}
+	}
 
 	struct flit_xsk_cfg xc = {
 		.queues = cc->xdp_queues,
@@ -123,6 +152,8 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 		.busy_poll_budget = cc->xdp_busy_poll_budget,
 		.verify_csum = cc->xdp_verify_checksums,
 		.ttl = (uint8_t)cc->udp_ttl,
+		.rx_meta = want_rx && st.rx_timestamps,
+		.tx_timestamps = cc->xdp_tx_timestamps,
 	};
 	snprintf(xc.ifname, sizeof(xc.ifname), "%s", ifname);
 	err = flit_xsk_open(&xc, &p->xk);
@@ -141,10 +172,20 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 		if (err)
 			goto fail;
 	}
-	snprintf(p->desc, sizeof(p->desc), "xdp on %s: %s mode, %s, program %s; %s",
+	const char *clk = flit_xsk_tx_clock(p->xk);
+	if (clk && !strcmp(clk, "phc")) {
+		/* zero-copy: the driver fills the TX stamp from the NIC, if the
+		 * NIC stamps sent packets */
+		struct flit_hwts hw = { .sz = sizeof(hw) };
+		if (flit_hwts_enable(ifname, FLIT_HWTS_TX, &hw))
+			flit_info("xdp: %s: hardware TX stamping: %s", ifname, flit_errmsg());
+	}
+	snprintf(p->desc, sizeof(p->desc), "xdp on %s: %s mode, %s%s, program %s; %s%s",
 		 ifname, flit_xdp_mode_str(st.mode),
-		 st.multiprog ? "libxdp dispatcher" : "single program", how,
-		 flit_xsk_describe(p->xk));
+		 st.multiprog ? "libxdp dispatcher" : "single program",
+		 st.rx_timestamps ? " (" FLIT_XDP_PROG_NAME_TS ", device-bound: through "
+		 "libbpf)" : "", how,
+		 flit_xsk_describe(p->xk), rx_note);
 	*out = p;
 	return 0;
 fail:
@@ -231,6 +272,15 @@ void flit_xdp_path_unfilter_all(struct flit_xdp_path *p)
 	for (unsigned i = 0; i < p->nfiltered; i++)
 		flit_xdp_session_del(&p->maps, p->filtered[i]);
 	p->nfiltered = 0;
+}
+
+const char *flit_xdp_path_ts_why(const struct flit_xdp_path *p)
+{
+	if (p->ts_why[0])
+		return p->ts_why;
+	if (p->xk && flit_xsk_rx_ts_why(p->xk)[0])
+		return flit_xsk_rx_ts_why(p->xk);
+	return p->hw_why;
 }
 
 int flit_xdp_path_counters(const struct flit_xdp_path *p, uint64_t *out)

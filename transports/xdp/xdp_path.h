@@ -44,6 +44,13 @@ void flit_xdp_path_flow_put(struct flit_xdp_path *p, struct in_addr daddr, uint1
 void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session);
 void flit_xdp_path_unfilter_all(struct flit_xdp_path *p);
 
+/* context.xdp.rx_timestamps = hardware and no stamps: why, the first that
+ * applies: "flit's program on eth0 was attached without them ...", what
+ * frames showed ("veth0 gives none ...", flit_xsk_rx_ts_why()), what the NIC
+ * said when asked to stamp ("veth0: no hardware timestamping ...",
+ * flit_hwts_enable()); "" while none is known missing. */
+const char *flit_xdp_path_ts_why(const struct flit_xdp_path *p);
+
 /* The program's counters summed over CPUs (out[FLIT_XDP_COUNTERS]). */
 int flit_xdp_path_counters(const struct flit_xdp_path *p, uint64_t *out);
 

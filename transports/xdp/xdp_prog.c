@@ -50,6 +50,9 @@
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71      /* Linux 5.14 */
 #endif
+#ifndef BPF_F_XDP_DEV_BOUND_ONLY
+#define BPF_F_XDP_DEV_BOUND_ONLY (1U << 6)     /* Linux 6.3 */
+#endif
 
 #define BPFFS_MNT "/sys/fs/bpf"
 #define CAPS_MSG "needs CAP_NET_ADMIN and CAP_BPF (or CAP_SYS_ADMIN)"
@@ -529,17 +532,12 @@ static int remove_dir(const char *dir)
 
 /* ---- what is on an interface, what is pinned ------------------------------------- */
 
-/* The skeleton's XDP program: the first in section "xdp" (what libxdp's
- * xdp_program__from_bpf_obj(obj, "xdp") picks too). */
+/* The skeleton's steering program, by name: the object also holds
+ * flit_xdp_ts, in a section of the same name once libbpf has dropped its
+ * "?" (not loaded by default). */
 static struct bpf_program *skel_prog(struct bpf_object *obj)
 {
-	struct bpf_program *p;
-
-	bpf_object__for_each_program(p, obj) {
-		if (!strcmp(bpf_program__section_name(p), "xdp"))
-			return p;
-	}
-	return NULL;
+	return bpf_object__find_program_by_name(obj, FLIT_XDP_PROG_NAME);
 }
 
 /* The kernel's name of flit's program (bpf_prog_info.name), cached. */
@@ -588,6 +586,7 @@ struct ifstate {
 				 * interface is gone): attach removes it */
 	/* conclusions */
 	bool flit;              /* the pinned program is attached here */
+	bool ts;                /* flit's program attached is flit_xdp_ts */
 	bool flit_unpinned;     /* a single program of flit's name that is
 				 * not the pinned one (no pins, or pins of
 				 * another program) */
@@ -817,11 +816,16 @@ static int inspect(const char *ifname, struct ifstate *s)
 	if (err)
 		return err;
 	for (int i = 0; s->pinned && i < s->nids; i++)
-		if (s->pin_prog_id && s->ids[i] == s->pin_prog_id)
+		if (s->pin_prog_id && s->ids[i] == s->pin_prog_id) {
 			s->flit = true;
+			s->ts = !strcmp(s->names[i], FLIT_XDP_PROG_NAME_TS);
+		}
 	if (!s->flit && s->attached && !s->multiprog &&
-	    !strcmp(s->main_name, flit_prog_name()))
+	    (!strcmp(s->main_name, flit_prog_name()) ||
+	     !strcmp(s->main_name, FLIT_XDP_PROG_NAME_TS))) {
 		s->flit_unpinned = true;
+		s->ts = !strcmp(s->main_name, FLIT_XDP_PROG_NAME_TS);
+	}
 	return 0;
 }
 
@@ -898,6 +902,12 @@ static void why_single(const struct ifstate *s, char *buf, size_t len)
 
 	if (s->multiprog) {
 		buf[0] = '\0';
+		return;
+	}
+	if (s->ts) {
+		snprintf(buf, len, "device-bound program (hardware RX stamps in XDP RX "
+			 "metadata): attached alone through libbpf, as libxdp (1.3.1) "
+			 "cannot load device-bound programs");
 		return;
 	}
 	err = freplace_probe(&unknown);
@@ -1161,16 +1171,87 @@ static int pin_all(const char *dir, const char *staging, struct flit_xdp *skel,
 
 static int detach_id(const char *ifname, const struct ifstate *s, uint32_t id);
 
+/* Load flit_xdp_ts alone from skel, device-bound to ifindex. */
+static int load_ts(struct flit_xdp *skel, const char *ifname, unsigned ifindex)
+{
+	struct bpf_program *p = skel->progs.flit_xdp_ts;
+	char w[300];
+	int err;
+
+	bpf_program__set_autoload(skel->progs.flit_xdp_steer, false);
+	bpf_program__set_autoload(p, true);
+	bpf_program__set_ifindex(p, ifindex);
+	err = bpf_program__set_flags(p, bpf_program__flags(p) | BPF_F_XDP_DEV_BOUND_ONLY);
+	if (!err)
+		err = flit_xdp__load(skel);
+	if (!err)
+		return 0;
+	err = -err;
+	warn_suffix(w, sizeof(w));
+	if (err == EPERM)
+		return flit_err(EPERM, "load flit's RX-metadata program for %s%s: " CAPS_MSG,
+				ifname, w);
+	return flit_err(err == EINVAL || err == ESRCH || err == ENOENT ? EOPNOTSUPP : err,
+			"load flit's RX-metadata program (%s, device-bound to %s)%s: "
+			"hardware RX stamps need Linux 6.3 (device-bound XDP programs and "
+			"the RX-metadata kfuncs) and a driver with native XDP",
+			FLIT_XDP_PROG_NAME_TS, ifname, w);
+}
+
+/* Attach flit_xdp_ts through libbpf: native mode, only if nothing is
+ * attached (libxdp's dispatcher cannot take a device-bound program). */
+static int attach_ts(const char *ifname, unsigned ifindex, int prog_fd)
+{
+	LIBBPF_OPTS(bpf_xdp_attach_opts, o);
+	char w[300];
+	int err = bpf_xdp_attach((int)ifindex, prog_fd,
+				 XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, &o);
+
+	if (!err)
+		return 0;
+	err = -err;
+	warn_suffix(w, sizeof(w));
+	if (err == EPERM)
+		return flit_err(EPERM, "attach flit's RX-metadata program to %s (native "
+				"mode)%s: " CAPS_MSG, ifname, w);
+	if (err == EBUSY || err == EEXIST)
+		return flit_err(EBUSY, "attach flit's RX-metadata program to %s: another "
+				"XDP program was attached meanwhile%s", ifname, w);
+	if (err == EOPNOTSUPP)
+		return flit_err(err, "attach flit's RX-metadata program to %s: the driver "
+				"has no native XDP%s (hardware RX stamps need it)", ifname, w);
+	return flit_err(err, "attach flit's RX-metadata program to %s (native mode)%s",
+			ifname, w);
+}
+
+static void detach_fd(unsigned ifindex, int prog_fd)
+{
+	LIBBPF_OPTS(bpf_xdp_attach_opts, o, .old_prog_fd = prog_fd);
+
+	bpf_xdp_detach((int)ifindex, XDP_FLAGS_DRV_MODE | XDP_FLAGS_REPLACE, &o);
+}
+
+static uint32_t prog_id_of(int fd)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
 static int do_attach(const char *ifname, enum flit_xdp_mode mode,
-		     enum flit_xdp_mode *mode_out, bool force)
+		     enum flit_xdp_mode *mode_out, unsigned flags)
 {
 	char drv[64], why[300], staging[PATH_MAX], enc[IFNAMSIZ];
 	struct flit_xdp *skel = NULL;
 	struct xdp_program *xp = NULL;
 	struct ifstate s;
 	unsigned ifindex;
-	int lock = -1, owner_fd = -1, ifref_fd = -1, err, n;
+	int lock = -1, owner_fd = -1, ifref_fd = -1, prog_fd = -1, err, n;
 	bool attached = false;
+	const bool force = flags & FLIT_XDP_ATTACH_FORCE;
+	const bool rx_ts = flags & FLIT_XDP_ATTACH_RX_TS;
 
 	err = check_ifname(ifname);
 	if (err)
@@ -1178,6 +1259,13 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 	if (mode != FLIT_XDP_MODE_AUTO && mode != FLIT_XDP_MODE_NATIVE &&
 	    mode != FLIT_XDP_MODE_SKB)
 		return flit_err(EINVAL, "attach to %s: bad XDP mode %d", ifname, (int)mode);
+	if (flags & ~(FLIT_XDP_ATTACH_FORCE | FLIT_XDP_ATTACH_RX_TS))
+		return flit_err(EINVAL, "attach to %s: unknown flags 0x%x", ifname, flags);
+	if (rx_ts && mode == FLIT_XDP_MODE_SKB)
+		return flit_err(EINVAL, "attach to %s: hardware RX stamps need native mode: "
+				"the RX-metadata program is device-bound, and the kernel runs "
+				"device-bound programs in native (driver) mode only, not in "
+				"skb (generic) mode", ifname);
 	err = ifindex_of(ifname, &ifindex);
 	if (err)
 		return err;
@@ -1204,6 +1292,25 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 	if (err)
 		goto out;
 
+	if (s.flit && s.pin_version == FLIT_XDP_VERSION && rx_ts && !s.ts) {
+		if (!force) {
+			err = flit_err(EEXIST, "attach to %s: flit's program is attached "
+				       "without hardware RX stamps (%s, %s mode); detach it "
+				       "first, or force the attach (flit-loader attach "
+				       "--rx-timestamps --force)", ifname, s.main_name,
+				       flit_xdp_mode_str(s.mode));
+			goto out;
+		}
+		flit_info("%s: replacing flit's program (id %u) by the one with hardware "
+			  "RX stamps", ifname, s.pin_prog_id);
+		err = detach_id(ifname, &s, s.pin_prog_id);
+		if (!err)
+			err = remove_dir(s.dir);
+		if (!err)
+			err = inspect(ifname, &s);
+		if (err)
+			goto out;
+	}
 	if (s.flit) {
 		if (s.pin_version == FLIT_XDP_VERSION) {
 			if (mode_out)
@@ -1273,7 +1380,16 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 		goto out;
 	}
 
-	if (mode == FLIT_XDP_MODE_AUTO) {
+	if (rx_ts && s.attached) {
+		err = flit_err(EBUSY, "attach to %s: hardware RX stamps need flit's "
+			       "device-bound program alone on the interface, and libxdp's "
+			       "dispatcher is attached (with %s); detach it first", ifname,
+			       other_name(&s)[0] ? other_name(&s) : "other programs");
+		goto out;
+	}
+	if (rx_ts) {
+		mode = FLIT_XDP_MODE_NATIVE;    /* device-bound: native only */
+	} else if (mode == FLIT_XDP_MODE_AUTO) {
 		if (s.attached) {
 			mode = s.mode;  /* join the dispatcher in its mode */
 		} else {
@@ -1291,11 +1407,24 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 		err = sys_err(errno, "opening flit's XDP program (embedded skeleton)");
 		goto out;
 	}
-	xp = xdp_program__from_bpf_obj(skel->obj, "xdp");
+	if (rx_ts) {
+		err = load_ts(skel, ifname, ifindex);
+		if (err)
+			goto out;
+		err = attach_ts(ifname, ifindex, bpf_program__fd(skel->progs.flit_xdp_ts));
+		if (err)
+			goto out;
+		prog_fd = bpf_program__fd(skel->progs.flit_xdp_ts);
+		attached = true;
+		goto pin;
+	}
+	DECLARE_LIBXDP_OPTS(xdp_program_opts, xo, .obj = skel->obj,
+			    .prog_name = FLIT_XDP_PROG_NAME);
+	xp = xdp_program__create(&xo);
 	err = (int)libxdp_get_error(xp);
 	if (err) {
 		xp = NULL;
-		err = flit_err(-err, "flit's XDP object has no program in section \"xdp\"");
+		err = flit_err(-err, "flit's XDP object has no program %s", FLIT_XDP_PROG_NAME);
 		goto out;
 	}
 	err = xdp_program__attach(xp, (int)ifindex, to_libxdp_mode(mode), 0);
@@ -1316,11 +1445,11 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 		goto out;
 	}
 	attached = true;
-
+	prog_fd = xdp_program__fd(xp);
+pin:
 	err = make_owner_maps(skel, &s, &owner_fd, &ifref_fd);
 	if (!err)
-		err = pin_all(s.dir, staging, skel, xdp_program__fd(xp), owner_fd,
-			      ifref_fd);
+		err = pin_all(s.dir, staging, skel, prog_fd, owner_fd, ifref_fd);
 	if (err)
 		goto out;
 
@@ -1338,13 +1467,17 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 		*mode_out = s.mode;
 out:
 	if (err && attached) {
-		int e = xdp_program__detach(xp, (int)ifindex, to_libxdp_mode(mode), 0);
+		int e = 0;
+		if (xp)
+			e = xdp_program__detach(xp, (int)ifindex, to_libxdp_mode(mode), 0);
+		else
+			detach_fd(ifindex, prog_fd);
 		if (e)
 			flit_warn("attach to %s failed, and detaching again too: %s",
 				  ifname, strerror(-e));
 		remove_dir(staging);
 		/* s.dir is ours only if the rename made it */
-		if (s.pinned && s.pin_prog_id == xdp_program__id(xp))
+		if (s.pinned && s.pin_prog_id == prog_id_of(prog_fd))
 			remove_dir(s.dir);
 	}
 	if (owner_fd >= 0)
@@ -1362,13 +1495,19 @@ out:
 int flit_xdp_attach(const char *ifname, enum flit_xdp_mode mode,
 		    enum flit_xdp_mode *mode_out)
 {
-	return do_attach(ifname, mode, mode_out, false);
+	return do_attach(ifname, mode, mode_out, 0);
 }
 
 int flit_xdp_attach_force(const char *ifname, enum flit_xdp_mode mode,
 			  enum flit_xdp_mode *mode_out)
 {
-	return do_attach(ifname, mode, mode_out, true);
+	return do_attach(ifname, mode, mode_out, FLIT_XDP_ATTACH_FORCE);
+}
+
+int flit_xdp_attach_flags(const char *ifname, enum flit_xdp_mode mode,
+			  unsigned flags, enum flit_xdp_mode *mode_out)
+{
+	return do_attach(ifname, mode, mode_out, flags);
 }
 
 /* ---- detach ------------------------------------------------------------------------ */
@@ -1488,6 +1627,7 @@ int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
 	st->foreign = s.foreign;
 	st->mode = s.attached ? s.mode : FLIT_XDP_MODE_AUTO;
 	st->multiprog = s.multiprog;
+	st->rx_timestamps = (s.flit || s.flit_unpinned) && s.ts;
 	st->prog_id = s.flit ? s.pin_prog_id : s.flit_unpinned ? s.main_id : 0;
 	st->version = s.pinned ? s.pin_version : 0;
 	snprintf(st->other, sizeof(st->other), "%s",

@@ -50,6 +50,15 @@
  * owner last when removed.  Pins of another FLIT_XDP_VERSION are refused
  * with -EPROTO, naming both versions.
  *
+ * Hardware RX stamps (FLIT_XDP_ATTACH_RX_TS): the program attached is then
+ * flit_xdp_ts, the same steering with the NIC's receive stamp written in
+ * front of every steered frame (struct flit_xdp_rx_meta).  Its RX-metadata
+ * kfunc makes it a device-bound program (loaded for this ifindex with
+ * BPF_F_XDP_DEV_BOUND_ONLY, Linux 6.3), which runs in native mode only and
+ * which libxdp 1.3.1 cannot load: it is attached alone, through libbpf
+ * (bpf_xdp_attach(), XDP_FLAGS_DRV_MODE), and flit_xdp_status() says so.
+ * Its pins and maps are the same.
+ *
  * Privilege: attaching and opening pins need CAP_NET_ADMIN and CAP_BPF (or
  * CAP_SYS_ADMIN); without them these fail with -EPERM and a trail that names
  * the missing capability.
@@ -91,6 +100,9 @@ struct flit_xdp_status {
 				   * one's are, or go, in <ifname>@<cookie>/) */
 	enum flit_xdp_mode mode;  /* native or skb (or hw: reported as native) */
 	bool multiprog;           /* attached through libxdp's dispatcher */
+	bool rx_timestamps;       /* flit's program attached is flit_xdp_ts
+				   * (hardware RX stamps in RX metadata;
+				   * device-bound, attached through libbpf) */
 	uint32_t prog_id;         /* flit's program id (0: none); also set
 				   * when a program of flit's name is attached
 				   * here without its pins (flit false) */
@@ -137,6 +149,21 @@ int flit_xdp_attach(const char *ifname, enum flit_xdp_mode mode,
  * namespace's pins are never touched, forced or not. */
 int flit_xdp_attach_force(const char *ifname, enum flit_xdp_mode mode,
 			  enum flit_xdp_mode *mode_out);
+
+/* flags of flit_xdp_attach_flags() */
+#define FLIT_XDP_ATTACH_FORCE 0x1u  /* as flit_xdp_attach_force(); also
+				     * replaces flit's program without RX
+				     * stamps by the one with (RX_TS) */
+#define FLIT_XDP_ATTACH_RX_TS 0x2u  /* attach flit_xdp_ts (see above):
+				     * native mode (AUTO means native here,
+				     * veth included; SKB: -EINVAL), alone on
+				     * the interface.  flit's program without
+				     * stamps already attached: -EEXIST unless
+				     * FORCE.  Without RX_TS, flit_xdp_ts
+				     * already attached is kept (it steers the
+				     * same): 0 */
+int flit_xdp_attach_flags(const char *ifname, enum flit_xdp_mode mode,
+			  unsigned flags, enum flit_xdp_mode *mode_out);
 
 /* Detach flit's program from ifname and remove this namespace's pins.
  * Live AF_XDP sockets keep working as sockets but receive nothing more

@@ -39,6 +39,20 @@
  * refresh for up to 10 s; an unknown next hop is looked up again at most
  * every 100 ms (every second when the route does not go out here).
  *
+ * Stamps (xsk_io.h).  RX: with cfg.rx_meta, recv_frames() is instantiated
+ * a second time, reading (and clearing the magic of) struct
+ * flit_xdp_rx_meta in front of each frame; without it the loop is the one it
+ * always was.  TX: with cfg.tx_timestamps queue 0's socket and UMEM are set
+ * up through the raw socket API (struct xdp_umem_reg with tx_metadata_len,
+ * Linux 6.8; XDP_UMEM_TX_METADATA_LEN, Linux 6.11, required since), the
+ * rings mapped here and kept in libxdp's ring structs, so the ring code is
+ * shared.  Each frame sent gets 16 bytes of struct xsk_tx_metadata in front
+ * of it (flags TIMESTAMP, then the union the kernel writes the completion
+ * stamp into) and, 8 bytes before that, its id; tx_reap() turns each
+ * completed frame into a struct flit_xsk_tx_stamp in a ring of ring_size
+ * entries that flit_xsk_tx_stamps() empties.  Frames start 256 bytes into
+ * their UMEM frame, so all of that lies in headroom nobody else uses.
+ *
  * Threads: recv touches only the rx half of the object; send and
  * tx_service serialize on a spinlock around the tx ring, the free stack,
  * the neighbour cache and the IPv4 ID.  Netlink has its own mutex, taken
@@ -65,12 +79,14 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <xdp/xsk.h>
 
 #include "error.h"
+#include "flit_xdp.h"
 #include "xdp/neigh.h"
 #include "xdp/pkt.h"
 #include "xdp/xsk_io.h"
@@ -91,6 +107,33 @@
 #ifndef XDP_MAX_TX_SKB_BUDGET
 #define XDP_MAX_TX_SKB_BUDGET 9         /* Linux 6.17 */
 #endif
+/* AF_XDP TX metadata (Linux 6.8; the UMEM flag 6.11) */
+#ifndef XDP_UMEM_TX_METADATA_LEN
+#define XDP_UMEM_TX_METADATA_LEN (1 << 2)
+#endif
+#ifndef XDP_TX_METADATA
+#define XDP_TX_METADATA (1 << 1)        /* xdp_desc.options */
+#endif
+#ifndef XDP_TXMD_FLAGS_TIMESTAMP
+#define XDP_TXMD_FLAGS_TIMESTAMP (1 << 0)
+#endif
+
+/* struct xdp_umem_reg of Linux >= 6.8 (the 6.1 uapi ends at flags). */
+struct umem_reg_v3 {
+	uint64_t addr, len;
+	uint32_t chunk_size, headroom, flags, tx_metadata_len;
+};
+
+/* The part of struct xsk_tx_metadata flit uses: flags, and the union whose
+ * first 8 bytes are the completion stamp (the request's checksum fields
+ * otherwise, unused).  Registered as tx_metadata_len 16: the kernel reads
+ * past that only for XDP_TXMD_FLAGS_LAUNCH_TIME (6.14), never asked for. */
+struct txmd {
+	uint64_t flags;
+	uint64_t tx_timestamp;
+};
+#define TXMD_LEN          16u
+#define TXMD_ID_OFF       (TXMD_LEN + 8u)       /* the frame's id, before it */
 
 /* Where packet data starts in a frame: the kernel's XDP_PACKET_HEADROOM for
  * received frames (UMEM headroom 0); sent frames use the same offset, so
@@ -140,6 +183,10 @@ struct xq {
 	struct xsk_socket *sk;
 	size_t area_len;
 	bool huge;
+	bool raw;                       /* socket and rings set up here, not
+					 * by libxdp (TX metadata) */
+	void *rmap[4];                  /* raw: fill, comp, rx, tx mappings */
+	size_t rmap_len[4];
 };
 
 struct rx_stats {
@@ -156,7 +203,10 @@ struct flit_xsk {
 	bool verify_csum;
 	bool rx_kick_busy;              /* busy poll: recvfrom on an empty ring */
 	bool need_wakeup;
+	bool rx_meta;                   /* cfg.rx_meta */
 	struct rx_stats rs;
+	uint64_t rx_ts_hw, rx_ts_none;
+	char rx_ts_why[160];            /* set once, at the first frame without */
 
 	/* ---- send side: under lock ---- */
 	alignas(64) _Atomic int lock;
@@ -174,6 +224,12 @@ struct flit_xsk {
 	struct nent neigh[NEIGH_SLOTS];
 	unsigned neigh_scan;
 	uint64_t tx_frames, tx_bytes, tx_full, tx_no_neigh, tx_too_big, tx_wakeups;
+	bool tx_ts;                     /* cfg.tx_timestamps */
+	uint32_t tx_id;                 /* id of the next datagram sent */
+	struct flit_xsk_tx_stamp *txs;  /* ring of ring_size stamps */
+	unsigned txs_head, txs_n;
+	uint64_t tx_ts_got, tx_ts_none, tx_ts_lost;
+	uint64_t tai_off;               /* CLOCK_TAI - CLOCK_REALTIME, whole s */
 
 	/* ---- control ---- */
 	alignas(64) pthread_mutex_t nl_lock;
@@ -244,6 +300,19 @@ static const char *ip_str(uint32_t a, char *buf, size_t len)
 	const unsigned char *p = (const unsigned char *)&a;
 	snprintf(buf, len, "%u.%u.%u.%u", p[0], p[1], p[2], p[3]);
 	return buf;
+}
+
+/* CLOCK_TAI - CLOCK_REALTIME: the kernel's TAI offset, a whole number of
+ * seconds (0 until someone sets it: chrony, ntpd, ptp4l), read as the
+ * difference of the two clocks rounded to the second. */
+static uint64_t tai_offset(void)
+{
+	struct timespec r, t;
+
+	clock_gettime(CLOCK_REALTIME, &r);
+	clock_gettime(CLOCK_TAI, &t);
+	int64_t d = (int64_t)(t.tv_sec - r.tv_sec) * 1000000000 + (t.tv_nsec - r.tv_nsec);
+	return (uint64_t)((d + 500000000) / 1000000000) * 1000000000u;
 }
 
 static bool pow2(unsigned v)
@@ -384,19 +453,9 @@ static int area_alloc(struct flit_xsk *x, struct xq *q, size_t len)
 	return 0;
 }
 
-static int umem_create(struct flit_xsk *x, struct xq *q, size_t len)
+/* A failed UMEM registration (or AF_XDP socket), as the error to return. */
+static int umem_err(struct flit_xsk *x, int r, size_t len)
 {
-	struct xsk_umem_config uc = {
-		.fill_size = x->ring_size,
-		.comp_size = x->ring_size,
-		.frame_size = x->cfg.frame_size,
-		.frame_headroom = 0,
-		.flags = 0,
-	};
-	int r = xsk_umem__create(&q->umem, q->area, len, &q->fill, &q->comp, &uc);
-	if (!r)
-		return 0;
-	q->umem = NULL;
 	if (r == -EPERM || r == -EACCES)
 		return flit_err(EPERM, "xsk: AF_XDP socket for %s: needs CAP_NET_RAW",
 				x->cfg.ifname);
@@ -417,6 +476,149 @@ static int umem_create(struct flit_xsk *x, struct xq *q, size_t len)
 			x->cfg.ifname, x->cfg.frames, x->cfg.frame_size);
 }
 
+static int umem_create(struct flit_xsk *x, struct xq *q, size_t len)
+{
+	struct xsk_umem_config uc = {
+		.fill_size = x->ring_size,
+		.comp_size = x->ring_size,
+		.frame_size = x->cfg.frame_size,
+		.frame_headroom = 0,
+		.flags = 0,
+	};
+	int r = xsk_umem__create(&q->umem, q->area, len, &q->fill, &q->comp, &uc);
+	if (!r)
+		return 0;
+	q->umem = NULL;
+	return umem_err(x, r, len);
+}
+
+/* The running kernel as major * 1000 + minor (6.18: 6018), 0 if unknown. */
+static unsigned kernel_version(void)
+{
+	struct utsname u;
+	unsigned a = 0, b = 0;
+
+	if (uname(&u) || sscanf(u.release, "%u.%u", &a, &b) != 2)
+		return 0;
+	return a * 1000 + b;
+}
+
+/* Point libxdp's ring struct r at a ring mapped at map (offsets o, n
+ * entries); a producer's cached consumer runs n ahead, as libxdp keeps it. */
+#define RING_SET(r, map, o, n, is_prod) do {                                   \
+		(r)->producer = (void *)((char *)(map) + (o).producer);          \
+		(r)->consumer = (void *)((char *)(map) + (o).consumer);          \
+		(r)->flags = (void *)((char *)(map) + (o).flags);                \
+		(r)->ring = (char *)(map) + (o).desc;                            \
+		(r)->mask = (n) - 1;                                             \
+		(r)->size = (n);                                                 \
+		(r)->cached_prod = __atomic_load_n((r)->producer, __ATOMIC_ACQUIRE); \
+		(r)->cached_cons = __atomic_load_n((r)->consumer, __ATOMIC_ACQUIRE) + \
+				   ((is_prod) ? (n) : 0);                        \
+	} while (0)
+
+static int raw_map(struct flit_xsk *x, struct xq *q, int i, size_t len, off_t pgoff,
+		   void **out)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		       q->fd, pgoff);
+
+	if (p == MAP_FAILED)
+		return flit_err(errno, "xsk: mapping ring %d of the AF_XDP socket on %s",
+				i, x->cfg.ifname);
+	q->rmap[i] = p;
+	q->rmap_len[i] = len;
+	*out = p;
+	return 0;
+}
+
+/* The socket, UMEM and rings of queue qid set up by hand, with AF_XDP TX
+ * metadata (cfg.tx_timestamps): libxdp 1.3.1's UMEM config cannot ask for
+ * it.  Binding is left to sock_create(), as with libxdp.
+ *
+ * Linux 6.8 added tx_metadata_len in what was the padding of struct
+ * xdp_umem_reg, which older kernels ignore (the descriptors asking for
+ * metadata would then be refused one by one): before 6.8, EOPNOTSUPP up
+ * front.  Linux 6.11 takes the length only with XDP_UMEM_TX_METADATA_LEN,
+ * which 6.8..6.10 refuse (EINVAL): retried without it there. */
+static int raw_umem_create(struct flit_xsk *x, struct xq *q, unsigned qid, size_t len)
+{
+	struct umem_reg_v3 mr = {
+		.addr = (uintptr_t)q->area,
+		.len = len,
+		.chunk_size = x->cfg.frame_size,
+		.headroom = 0,
+		.flags = XDP_UMEM_TX_METADATA_LEN,
+		.tx_metadata_len = TXMD_LEN,
+	};
+	struct xdp_mmap_offsets off;
+	socklen_t ol = sizeof(off);
+	unsigned n = x->ring_size, kv = kernel_version();
+	void *m = NULL;
+	int r;
+
+	if (kv && kv < 6008)
+		return flit_err(EOPNOTSUPP, "xsk: TX timestamps need AF_XDP TX metadata "
+				"(Linux 6.8); this kernel is %u.%u", kv / 1000, kv % 1000);
+	q->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (q->fd < 0)
+		return umem_err(x, -errno, len);
+	q->raw = true;
+	r = setsockopt(q->fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr));
+	if (r && errno == EINVAL && kv && kv < 6011) {
+		mr.flags = 0;
+		r = setsockopt(q->fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr));
+	}
+	if (r) {
+		if (errno == EINVAL)
+			return flit_err(EOPNOTSUPP, "xsk: UMEM registration with TX metadata "
+					"(%u bytes) refused on %s (EINVAL): this kernel has no "
+					"AF_XDP TX metadata", TXMD_LEN, x->cfg.ifname);
+		return umem_err(x, -errno, len);
+	}
+	if (setsockopt(q->fd, SOL_XDP, XDP_UMEM_FILL_RING, &n, sizeof(n)) ||
+	    setsockopt(q->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n, sizeof(n)) ||
+	    setsockopt(q->fd, SOL_XDP, XDP_RX_RING, &n, sizeof(n)) ||
+	    (qid == 0 && setsockopt(q->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n))))
+		return flit_err(errno, "xsk: ring sizes (%u) of the AF_XDP socket on %s",
+				n, x->cfg.ifname);
+	if (getsockopt(q->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &ol) || ol != sizeof(off))
+		return flit_err(errno ? errno : EPROTO, "xsk: ring offsets of the AF_XDP "
+				"socket on %s", x->cfg.ifname);
+	if ((r = raw_map(x, q, 0, off.fr.desc + n * sizeof(uint64_t),
+			 XDP_UMEM_PGOFF_FILL_RING, &m)))
+		return r;
+	RING_SET(&q->fill, m, off.fr, n, true);
+	if ((r = raw_map(x, q, 1, off.cr.desc + n * sizeof(uint64_t),
+			 XDP_UMEM_PGOFF_COMPLETION_RING, &m)))
+		return r;
+	RING_SET(&q->comp, m, off.cr, n, false);
+	if ((r = raw_map(x, q, 2, off.rx.desc + n * sizeof(struct xdp_desc),
+			 XDP_PGOFF_RX_RING, &m)))
+		return r;
+	RING_SET(&q->rx, m, off.rx, n, false);
+	if (qid == 0) {
+		if ((r = raw_map(x, q, 3, off.tx.desc + n * sizeof(struct xdp_desc),
+				 XDP_PGOFF_TX_RING, &m)))
+			return r;
+		RING_SET(&q->tx, m, off.tx, n, true);
+	}
+	return 0;
+}
+
+/* Bind a socket set up by raw_umem_create(): 0 or -errno. */
+static int raw_bind(struct flit_xsk *x, struct xq *q, unsigned qid, uint16_t flags)
+{
+	struct sockaddr_xdp sa = {
+		.sxdp_family = AF_XDP,
+		.sxdp_flags = flags,
+		.sxdp_ifindex = x->ifindex,
+		.sxdp_queue_id = qid,
+	};
+
+	return bind(q->fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+}
+
 /* Bind queue qid.  EBUSY (a socket closed just before on the same queue
  * is still being torn down) is retried until deadline.  Zero-copy per
  * cfg: tried first unless off or skb mode; in AUTO a refusal falls back to
@@ -435,11 +637,17 @@ static int sock_create(struct flit_xsk *x, struct xq *q, unsigned qid, bool *zc,
 	for (;;) {
 		sc.bind_flags = (uint16_t)((*zc ? XDP_ZEROCOPY : XDP_COPY) |
 					   (x->cfg.need_wakeup ? XDP_USE_NEED_WAKEUP : 0));
-		int r = xsk_socket__create(&q->sk, x->cfg.ifname, qid, q->umem, &q->rx,
-					   qid == 0 ? &q->tx : NULL, &sc);
+		int r;
+		if (q->raw) {
+			r = raw_bind(x, q, qid, sc.bind_flags);
+		} else {
+			r = xsk_socket__create(&q->sk, x->cfg.ifname, qid, q->umem, &q->rx,
+					       qid == 0 ? &q->tx : NULL, &sc);
+			if (r)
+				q->sk = NULL;
+		}
 		if (!r)
 			break;
-		q->sk = NULL;
 		if (r == -EBUSY && mono_ms() < deadline) {
 			busy++;
 			usleep(BIND_RETRY_STEP_US);
@@ -471,7 +679,8 @@ static int sock_create(struct flit_xsk *x, struct xq *q, unsigned qid, bool *zc,
 	if (busy)
 		flit_debug("xsk: %s queue %u bound after %u EBUSY retries", x->cfg.ifname,
 			   qid, busy);
-	q->fd = xsk_socket__fd(q->sk);
+	if (!q->raw)
+		q->fd = xsk_socket__fd(q->sk);
 	return 0;
 }
 
@@ -534,8 +743,72 @@ bool flit_xsk_rx_pending(struct flit_xsk *x)
 	return false;
 }
 
-int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
-		  struct sockaddr_in *dst, unsigned n)
+/* A frame came without a NIC stamp (cfg.rx_meta): count it, and say why
+ * once.  err: the kfunc's return; present: the metadata was there. */
+__attribute__((cold, noinline))
+static void rx_ts_none(struct flit_xsk *x, int err, bool present)
+{
+	const char *ifn = x->cfg.ifname;
+
+	x->rx_ts_none++;
+	if (x->rx_ts_why[0])
+		return;
+	if (!present)
+		snprintf(x->rx_ts_why, sizeof(x->rx_ts_why), "frames from %s come without "
+			 "flit's RX metadata (the program attached is not %s?)", ifn,
+			 FLIT_XDP_PROG_NAME_TS);
+	else if (!err)
+		snprintf(x->rx_ts_why, sizeof(x->rx_ts_why), "%s gives none "
+			 "(bpf_xdp_metadata_rx_timestamp() succeeds with a stamp of 0, "
+			 "as veth does)", ifn);
+	else if (err == -EOPNOTSUPP || err == -524 /* ENOTSUPP */)
+		snprintf(x->rx_ts_why, sizeof(x->rx_ts_why), "%s gives none (its driver "
+			 "has no XDP RX timestamp: bpf_xdp_metadata_rx_timestamp() "
+			 "says EOPNOTSUPP)", ifn);
+	else if (err == -ENODATA)
+		snprintf(x->rx_ts_why, sizeof(x->rx_ts_why), "%s gave a frame without "
+			 "one (ENODATA: hardware RX stamping off, or not for this "
+			 "frame)", ifn);
+	else
+		snprintf(x->rx_ts_why, sizeof(x->rx_ts_why), "%s gives none "
+			 "(bpf_xdp_metadata_rx_timestamp(): %s)", ifn, strerror(-err));
+	flit_warn("xsk: hardware RX stamps asked for, but %s: messages come without "
+		  "a hardware receive stamp", x->rx_ts_why);
+}
+
+/* The NIC stamp in front of the frame at a (cfg.rx_meta), 0 if none; the
+ * magic is cleared so that a later frame in this UMEM frame steered
+ * without metadata cannot show this one's. */
+static inline uint64_t rx_meta_take(struct flit_xsk *x, struct xq *q, uint64_t a)
+{
+	struct flit_xdp_rx_meta *m;
+
+	if (FLIT_UNLIKELY((a & ~x->frame_mask) < sizeof(*m))) {
+		rx_ts_none(x, 0, false);
+		return 0;
+	}
+	m = (struct flit_xdp_rx_meta *)(q->area + a - sizeof(*m));
+	if (FLIT_LIKELY(m->magic == FLIT_XDP_META_MAGIC)) {
+		uint64_t ts = m->rx_ts;
+		int err = m->rx_ts_err;
+
+		m->magic = 0;
+		if (FLIT_LIKELY(ts != 0)) {
+			x->rx_ts_hw++;
+			return ts;
+		}
+		rx_ts_none(x, err, true);
+		return 0;
+	}
+	rx_ts_none(x, 0, false);
+	return 0;
+}
+
+/* The receive loop; meta is a constant of each instantiation, so the one
+ * without stamps carries no stamp code at all. */
+static inline __attribute__((always_inline))
+int recv_frames(struct flit_xsk *x, struct flit_udp_dgram *d,
+		struct sockaddr_in *dst, unsigned n, const bool meta)
 {
 	const unsigned nq = x->nq;
 	unsigned qi = x->rr, got = 0;
@@ -578,6 +851,7 @@ int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
 
 			x->rs.frames++;
 			x->rs.bytes += len;
+			uint64_t hw = meta ? rx_meta_take(x, q, a) : 0;
 			enum flit_pkt_res pr = flit_pkt_parse(q->area + a, len, x->verify_csum, &pi);
 			if (FLIT_UNLIKELY(pr != FLIT_PKT_OK)) {
 				switch (pr) {
@@ -599,7 +873,7 @@ int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
 			o->addr.sin_port = pi.sport;
 			o->addr.sin_addr.s_addr = pi.saddr;
 			o->rx_ts_ns = 0;
-			o->rx_ts_hw_ns = 0;
+			o->rx_ts_hw_ns = hw;
 			if (dst) {
 				memset(&dst[got], 0, sizeof(dst[got]));
 				dst[got].sin_family = AF_INET;
@@ -617,7 +891,59 @@ int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
 	return (int)got;
 }
 
+int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
+		  struct sockaddr_in *dst, unsigned n)
+{
+	if (FLIT_UNLIKELY(x->rx_meta))
+		return recv_frames(x, d, dst, n, true);
+	return recv_frames(x, d, dst, n, false);
+}
+
+const char *flit_xsk_rx_ts_why(const struct flit_xsk *x)
+{
+	return x->rx_ts_why;
+}
+
 /* ---- send ------------------------------------------------------------------ */
+
+/* A completed frame's TX stamp into the stamp ring (cfg.tx_timestamps).
+ * addr is the descriptor's: the packet, behind its metadata and id; the
+ * headers are the ones flit_xsk_send() built (no VLAN, no IPv4 options). */
+__attribute__((noinline))
+static void tx_stamp_take(struct flit_xsk *x, uint64_t addr)
+{
+	const uint8_t *f = x->txq->area + addr;
+	const struct txmd *md = (const struct txmd *)(f - TXMD_LEN);
+	unsigned cap = x->ring_size;
+	uint16_t be16;
+
+	if (x->txs_n == cap) {          /* nobody collected: drop the oldest */
+		x->txs_head = (x->txs_head + 1) & (cap - 1);
+		x->txs_n--;
+		x->tx_ts_lost++;
+	}
+	struct flit_xsk_tx_stamp *s = &x->txs[(x->txs_head + x->txs_n++) & (cap - 1)];
+	s->raw_ns = md->tx_timestamp;
+	if (s->raw_ns) {
+		x->tx_ts_got++;
+		s->flags = x->copy ? FLIT_TXTS_SOFTWARE : FLIT_TXTS_HARDWARE;
+		s->ts_ns = x->copy ? s->raw_ns - x->tai_off : s->raw_ns;
+	} else {
+		x->tx_ts_none++;
+		s->flags = 0;
+		s->ts_ns = 0;
+	}
+	memcpy(&s->id, f - TXMD_ID_OFF, sizeof(s->id));
+	memcpy(&s->daddr, f + FLIT_PKT_ETH_LEN + 16, 4);
+	memcpy(&s->dport, f + FLIT_PKT_ETH_LEN + FLIT_PKT_IP_LEN + 2, 2);
+	memcpy(&be16, f + FLIT_PKT_ETH_LEN + 4, 2);
+	s->ip_id = ntohs(be16);
+	memcpy(&be16, f + FLIT_PKT_ETH_LEN + FLIT_PKT_IP_LEN + 4, 2);
+	s->len = ntohs(be16) >= FLIT_PKT_UDP_LEN ? ntohs(be16) - FLIT_PKT_UDP_LEN : 0;
+	memset(s->head, 0, sizeof(s->head));
+	memcpy(s->head, f + FLIT_PKT_HDR_LEN,
+	       s->len < sizeof(s->head) ? s->len : sizeof(s->head));
+}
 
 static void tx_reap(struct flit_xsk *x)
 {
@@ -627,9 +953,17 @@ static void tx_reap(struct flit_xsk *x)
 
 	if (!r)
 		return;
-	for (unsigned i = 0; i < r; i++)
-		x->tx_free[x->tx_nfree++] = *xsk_ring_cons__comp_addr(&q->comp, idx + i) &
-					    x->frame_mask;
+	if (FLIT_UNLIKELY(x->tx_ts)) {
+		for (unsigned i = 0; i < r; i++) {
+			uint64_t a = *xsk_ring_cons__comp_addr(&q->comp, idx + i);
+			tx_stamp_take(x, a);
+			x->tx_free[x->tx_nfree++] = a & x->frame_mask;
+		}
+	} else {
+		for (unsigned i = 0; i < r; i++)
+			x->tx_free[x->tx_nfree++] = *xsk_ring_cons__comp_addr(&q->comp, idx + i) &
+						    x->frame_mask;
+	}
 	xsk_ring_cons__release(&q->comp, r);
 }
 
@@ -750,8 +1084,11 @@ static inline int neigh_mac(struct flit_xsk *x, uint32_t daddr, uint8_t mac[6])
 	return neigh_lookup(x, e, daddr, mac);
 }
 
-int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
-		  unsigned n, uint16_t sport)
+/* The send loop; ts is a constant of each instantiation (TX metadata
+ * stamps asked for), so the one without stamps is the plain loop. */
+static inline __attribute__((always_inline))
+int send_frames(struct flit_xsk *x, const struct flit_udp_dgram *d,
+		unsigned n, uint16_t sport, const bool ts)
 {
 	struct xq *q = x->txq;
 	struct flit_pkt_hdr h = x->tmpl;
@@ -821,7 +1158,17 @@ int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
 		struct xdp_desc *td = xsk_ring_prod__tx_desc(&q->tx, idx);
 		td->addr = base + FLIT_XSK_HEADROOM;
 		td->len = flen;
-		td->options = 0;
+		if (ts) {
+			/* ask for the completion stamp; the id rides in front */
+			struct txmd *md = (struct txmd *)(f - TXMD_LEN);
+			uint32_t id = x->tx_id++;
+			md->flags = XDP_TXMD_FLAGS_TIMESTAMP;
+			md->tx_timestamp = 0;
+			memcpy(f - TXMD_ID_OFF, &id, sizeof(id));
+			td->options = XDP_TX_METADATA;
+		} else {
+			td->options = 0;
+		}
 		x->tx_frames++;
 		x->tx_bytes += flen;
 	}
@@ -834,6 +1181,38 @@ int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
 	}
 	tx_unlock(x);
 	return k ? (int)k : err;
+}
+
+int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
+		  unsigned n, uint16_t sport)
+{
+	if (FLIT_UNLIKELY(x->tx_ts))
+		return send_frames(x, d, n, sport, true);
+	return send_frames(x, d, n, sport, false);
+}
+
+int flit_xsk_tx_stamps(struct flit_xsk *x, struct flit_xsk_tx_stamp *out, unsigned n)
+{
+	unsigned k = 0;
+
+	if (!x->tx_ts)
+		return 0;
+	tx_lock(x);
+	tx_reap(x);
+	for (; k < n && x->txs_n; k++) {
+		out[k] = x->txs[x->txs_head];
+		x->txs_head = (x->txs_head + 1) & (x->ring_size - 1);
+		x->txs_n--;
+	}
+	tx_unlock(x);
+	return (int)k;
+}
+
+const char *flit_xsk_tx_clock(const struct flit_xsk *x)
+{
+	if (!x->tx_ts)
+		return NULL;
+	return x->copy ? "realtime" : "phc";
 }
 
 /* Refresh one cache entry outside the tx lock (netlink mutex alone). */
@@ -975,6 +1354,12 @@ static void describe(struct flit_xsk *x)
 	ADD(", TTL %u unicast / %u multicast", x->ttl_uc, x->ttl_mc);
 	ADD(", UDP checksum %s", c->verify_csum ? "verified" : "not verified");
 	ADD(", max payload %u B", x->max_payload);
+	if (x->rx_meta)
+		ADD(", RX stamps from XDP RX metadata");
+	if (x->tx_ts)
+		ADD(", TX stamps from TX metadata (%s)", x->copy ?
+		    "software, CLOCK_TAI at completion, as realtime" :
+		    "the NIC's, clock phc");
 #undef ADD
 }
 
@@ -1000,6 +1385,13 @@ static void umem_rings_unmap(struct flit_xsk *x, struct xq *q)
 
 static void q_close(struct flit_xsk *x, struct xq *q)
 {
+	if (q->raw) {
+		for (int i = 0; i < 4; i++)
+			if (q->rmap[i])
+				munmap(q->rmap[i], q->rmap_len[i]);
+		if (q->fd >= 0)
+			close(q->fd);
+	}
 	if (q->sk)
 		xsk_socket__delete(q->sk);
 	else if (q->umem)
@@ -1011,6 +1403,7 @@ static void q_close(struct flit_xsk *x, struct xq *q)
 	free(q->rx_free);
 	free(q->held);
 	memset(q, 0, sizeof(*q));
+	q->fd = -1;
 }
 
 void flit_xsk_close(struct flit_xsk *x)
@@ -1022,6 +1415,7 @@ void flit_xsk_close(struct flit_xsk *x)
 			q_close(x, &x->q[i]);
 	free(x->q);
 	free(x->tx_free);
+	free(x->txs);
 	if (x->nl_open) {
 		flit_neigh_close(&x->nl);
 		pthread_mutex_destroy(&x->nl_lock);
@@ -1093,7 +1487,19 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 		r = flit_err(ENOMEM, "xsk: queue state");
 		goto fail;
 	}
+	for (unsigned i = 0; i < x->nq; i++)
+		x->q[i].fd = -1;
 	x->txq = &x->q[0];
+	x->rx_meta = c->rx_meta;
+	x->tx_ts = c->tx_timestamps;
+	if (x->tx_ts) {
+		x->tai_off = tai_offset();
+		x->txs = calloc(x->ring_size, sizeof(*x->txs));
+		if (!x->txs) {
+			r = flit_err(ENOMEM, "xsk: TX stamp ring");
+			goto fail;
+		}
+	}
 	x->ntx = c->frames / 2;
 	x->tx_free = calloc(x->ntx, sizeof(*x->tx_free));
 	if (!x->tx_free) {
@@ -1120,7 +1526,9 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 		r = area_alloc(x, q, len);
 		if (r)
 			goto fail;
-		r = umem_create(x, q, len);
+		/* TX metadata is queue 0's only: all sends go out there */
+		r = i == 0 && c->tx_timestamps ? raw_umem_create(x, q, i, len)
+					       : umem_create(x, q, len);
 		if (r)
 			goto fail;
 		r = sock_create(x, q, i, &zc, deadline);
@@ -1197,4 +1605,9 @@ void flit_xsk_stats(const struct flit_xsk *x, struct flit_xsk_stats *out)
 	out->tx_no_neigh = x->tx_no_neigh;
 	out->tx_too_big = x->tx_too_big;
 	out->wakeups = x->rs.wakeups + x->tx_wakeups;
+	out->rx_ts_hw = x->rx_ts_hw;
+	out->rx_ts_none = x->rx_ts_none;
+	out->tx_ts = x->tx_ts_got;
+	out->tx_ts_none = x->tx_ts_none;
+	out->tx_ts_lost = x->tx_ts_lost;
 }

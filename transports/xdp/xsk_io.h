@@ -19,6 +19,20 @@
  * when cfg.zerocopy allows and the driver can; otherwise copy mode, and
  * flit_xsk_describe() says which, never hiding it.
  *
+ * Stamps (both off by default; off, the per-frame paths are the same code
+ * as without them: recv and send pick a variant once per call):
+ *   cfg.rx_meta: the steering program is flit_xdp_ts, which writes struct
+ *   flit_xdp_rx_meta (bpf/flit_xdp.h) in front of every frame it steers;
+ *   recv hands its non-zero NIC stamp out as rx_ts_hw_ns (the NIC clock's
+ *   time, PHC ns, not converted) and counts frames without one.  The first
+ *   frame that comes without a stamp logs once why (flit_xsk_rx_ts_why()).
+ *   cfg.tx_timestamps: queue 0's UMEM is registered with AF_XDP TX metadata
+ *   (Linux >= 6.8; through the raw socket API: libxdp 1.3.1 has no field
+ *   for it) and every frame sent asks for its completion stamp; the stamps
+ *   come back through flit_xsk_tx_stamps(): the kernel's CLOCK_TAI when the
+ *   frame completed in copy mode (a software stamp, taken when the skb is
+ *   freed), the NIC clock (PHC) in zero-copy mode, as the driver fills it.
+ *
  * Threads: recv from one thread at a time; send may be called from any
  * thread (an internal spinlock serializes the tx ring and free list; recv
  * never takes it).
@@ -29,6 +43,8 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <flit/tstamp.h>   /* FLIT_TXTS_* */
 
 #include "udp/udp_io.h"   /* struct flit_udp_dgram */
 
@@ -57,6 +73,10 @@ struct flit_xsk_cfg {
 	uint8_t ttl;            /* of sent IPv4 packets (multicast TTL; 0: 1;
 				 * unicast uses net.ipv4.ip_default_ttl, as a
 				 * kernel socket would) */
+	bool rx_meta;           /* frames carry struct flit_xdp_rx_meta (the
+				 * program is flit_xdp_ts): read the NIC stamp */
+	bool tx_timestamps;     /* AF_XDP TX metadata stamps (see above);
+				 * -EOPNOTSUPP before Linux 6.8 */
 };
 
 /* Per object, summed over queues.  rx_frames: taken from rx rings;
@@ -77,6 +97,37 @@ struct flit_xsk_stats {
 		 rx_dropped_udpcsum;
 	uint64_t tx_frames, tx_bytes, tx_full, tx_no_neigh, tx_too_big;
 	uint64_t wakeups;
+	/* cfg.rx_meta: frames handed out with a NIC stamp, without one (the
+	 * metadata says 0 or an error, or there is none) */
+	uint64_t rx_ts_hw, rx_ts_none;
+	/* cfg.tx_timestamps: completions with a stamp, without one (0: the
+	 * driver gave none), stamps lost because flit_xsk_tx_stamps() was not
+	 * called often enough (the oldest are overwritten) */
+	uint64_t tx_ts, tx_ts_none, tx_ts_lost;
+};
+
+/* A TX completion stamp (cfg.tx_timestamps).  id counts the datagrams this
+ * object sent, from 0, in the order flit_xsk_send() took them: the shape of
+ * SO_TIMESTAMPING's OPT_ID key, so it maps onto the kernel-socket transmit
+ * stamps of userspace/txts.h (struct flit_txts_rec: key = id, sw_ns or
+ * hw_ns = ts_ns by flags).  daddr, dport, ip_id and head (the first bytes
+ * of the UDP payload: a flit frame header, with its session and sequence
+ * number) tell which datagram it was. */
+#define FLIT_XSK_TX_STAMP_HEAD 24
+struct flit_xsk_tx_stamp {
+	uint64_t ts_ns;         /* FLIT_TXTS_SOFTWARE: CLOCK_REALTIME (the
+				 * kernel's CLOCK_TAI stamp less the TAI
+				 * offset, whole seconds, read at open);
+				 * FLIT_TXTS_HARDWARE: the NIC's PHC, raw;
+				 * 0: no stamp */
+	uint64_t raw_ns;        /* as the kernel wrote it (copy mode: CLOCK_TAI) */
+	uint32_t flags;         /* FLIT_TXTS_* (flit/tstamp.h), 0: no stamp */
+	uint32_t id;
+	uint32_t len;           /* UDP payload bytes */
+	uint32_t daddr;         /* network order */
+	uint16_t dport;         /* network order */
+	uint16_t ip_id;         /* host order */
+	uint8_t head[FLIT_XSK_TX_STAMP_HEAD];   /* min(len, 24) bytes valid */
 };
 
 struct flit_xsk;
@@ -101,7 +152,8 @@ uint32_t flit_xsk_max_payload(const struct flit_xsk *x);
 
 /* Receive up to n UDP datagrams from all queues without blocking: d[i].buf
  * points at the UDP payload inside the UMEM, d[i].addr is the IPv4 source
- * address and UDP source port, rx_ts_ns 0 (no stamps on this path yet).
+ * address and UDP source port, rx_ts_ns 0 (no software stamps on this
+ * path), rx_ts_hw_ns the NIC's stamp with cfg.rx_meta (0: none).
  * The views stay valid until the next flit_xsk_recv() (their frames then go
  * back to the fill ring).  Returns how many, 0, or -errno.  dst (may be
  * NULL) receives each datagram's destination (address, port), used to tell
@@ -132,5 +184,23 @@ int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
 void flit_xsk_tx_service(struct flit_xsk *x);
 
 void flit_xsk_stats(const struct flit_xsk *x, struct flit_xsk_stats *out);
+
+/* cfg.tx_timestamps: the completion stamps collected since the last call,
+ * oldest first, up to n (completions are reaped first).  Returns how many
+ * (0 without tx_timestamps).  Up to ring_size stamps are kept: call it at
+ * least that often per ring_size datagrams sent (else tx_ts_lost).  Any
+ * thread (takes the tx lock). */
+int flit_xsk_tx_stamps(struct flit_xsk *x, struct flit_xsk_tx_stamp *out, unsigned n);
+
+/* The clock of the TX stamps' ts_ns: "realtime" (copy mode: the kernel's
+ * software CLOCK_TAI stamp at completion, moved to CLOCK_REALTIME) or "phc"
+ * (zero-copy: the NIC's clock, as its driver fills it); NULL without
+ * tx_timestamps. */
+const char *flit_xsk_tx_clock(const struct flit_xsk *x);
+
+/* cfg.rx_meta: why frames came without a NIC stamp ("veth0 gives none:
+ * bpf_xdp_metadata_rx_timestamp() returned a stamp of 0", ...), "" while
+ * every frame had one (or none came yet). */
+const char *flit_xsk_rx_ts_why(const struct flit_xsk *x);
 
 #endif /* FLIT_XSK_IO_H */

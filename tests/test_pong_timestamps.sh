@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# flit-pong --timestamps across a 2-host testbed (tools/testbed: namespaces
+# NAME-h1, NAME-h2 behind a bridge, veth links without hardware clocks):
+#
+#   - --timestamps software: the run reports one-way latencies separately from
+#     RTT/2 (JSON "one_way" with ping_to_pong, pong_to_ping and
+#     ping_to_pong_wire samples, "ts_clock": "realtime", the same host's
+#     clock: "one_way_valid"), and the table shows the 1w-* rows;
+#   - --timestamps hardware: veth has no hardware stamps: the run still
+#     completes (exit 0) with software stamps, and says "hardware stamps
+#     asked for but not available" with the reason (driver refuses
+#     SIOCSHWTSTAMP on eth0; without context.udp.interface: that it is
+#     needed), in the header and in JSON "ts_hw_unavailable";
+#   - --timestamps on shm uses the library's stamps and says so;
+#   - a bad --timestamps value is a usage error (exit 2).
+# Uses $FLIT_TOOLS_DIR/flit-pong (tests/run-tests.sh sets it).
+# Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
+set -u
+D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
+P="$D/flit-pong"
+TB=${FLIT_TESTBED:-tools/testbed}
+[ -x "$P" ] || { echo "SKIP: $P not built (make tools)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
+
+tmp=$(mktemp -d /tmp/flit-test-pongts.XXXXXX)
+name="pts$(($$ % 100000))"
+up=
+cleanup() { [ -n "$up" ] && "$TB" down --name "$name" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# usage errors need no privilege
+timeout 30 "$P" --timestamps sometimes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q "bad --timestamps 'sometimes'" "$tmp/err"; then
+  fail "--timestamps sometimes: exit $rc, expected 2 with a message"; sed 's/^/    | /' "$tmp/err" | head -3
+else
+  echo "ok: --timestamps sometimes -> 2"
+fi
+timeout 30 "$P" --timestamps >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && echo "ok: --timestamps without a value -> 2" || fail "--timestamps without a value"
+
+# shm: no kernel stamps; the library's, named as such
+if timeout 60 "$P" -t shm --timestamps software -n 2000 -w 100 --json >"$tmp/shm.json" 2>"$tmp/shm.err"; then
+  python3 - "$tmp/shm.json" <<'EOF' && echo "ok: shm --timestamps software: library stamps, one-way reported" || fail "shm --timestamps software JSON"
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+ow = o["one_way"]
+assert o["timestamps"] == "software" and o["ts_rx"] == "library", o
+assert ow["pong_to_ping"]["n"] == 2000 and ow["pong_to_ping"]["to"] == "ping rx library", ow
+assert ow["ping_to_pong"]["n"] == 2000, ow
+assert ow["ping_to_pong_wire"]["n"] == 0, ow
+assert o["ts_clock"] == "realtime", o
+EOF
+  grep -q "no stamp settings of its own" "$tmp/shm.err" || fail "shm: the header does not say the transport has no stamps"
+else
+  fail "flit-pong -t shm --timestamps software exited $?"; sed 's/^/    | /' "$tmp/shm.err" | tail -5
+fi
+
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for the testbed (network namespaces); the shm and usage checks passed"; [ $failures -eq 0 ] && exit 77 || exit 1; }
+"$TB" up --name "$name" --hosts 2 --owner-pid $$ >"$tmp/tb" 2>&1
+rc=$?
+if [ $rc -eq 4 ]; then echo "SKIP: testbed: $(tail -1 "$tmp/tb")"; exit 77; fi
+[ $rc -eq 0 ] || { echo "FAIL: testbed up exited $rc"; cat "$tmp/tb"; exit 1; }
+up=1
+
+pong() { # ARGS... -> runs flit-pong -t udp across h1 (ping) and h2 (pong)
+  timeout 90 "$P" -t udp --netns "$name-h1" --peer-netns "$name-h2" -n 3000 -w 300 -T 20 \
+    -C "context.domain = $name" "$@"
+}
+
+# ---- software -----------------------------------------------------------------
+if pong --timestamps software --json >"$tmp/sw.json" 2>"$tmp/sw.err"; then
+  python3 - "$tmp/sw.json" <<'EOF' && echo "ok: udp --timestamps software: one-way in JSON beside RTT/2" || { fail "udp --timestamps software JSON"; cat "$tmp/sw.json"; }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+assert o["p50_ns"] > 0 and o["count"] == 3000, o          # RTT/2 as before
+assert o["timestamps"] == "software" and o["ts_clock"] == "realtime", o
+assert o["ts_rx"] == "software" and o["ts_tx"] == "software", o
+assert "ts_hw_unavailable" not in o, o
+assert o["one_way_valid"].startswith("same host"), o
+ow = o["one_way"]
+for k, to in (("ping_to_pong", "pong rx kernel"), ("pong_to_ping", "ping rx kernel"),
+              ("ping_to_pong_wire", "pong rx kernel")):
+    s = ow[k]
+    assert s["n"] >= 2900 and s["to"] == to and s["clock"] == "realtime", (k, s)
+    # same host, same clock: a one-way latency is positive
+    assert s["negative"] == 0 and s["min_ns"] > 0, (k, s)
+    assert s["min_ns"] <= s["p50_ns"] <= s["p99_ns"] <= s["max_ns"], (k, s)
+assert ow["ping_to_pong_wire"]["from"] == "ping tx kernel", ow
+assert ow["pong_to_ping"]["from"] == "pong send", ow
+print("# one-way p50 (ns): fwd %.0f, back %.0f, wire %.0f; RTT/2 p50 %.0f" % (
+    ow["ping_to_pong"]["p50_ns"], ow["pong_to_ping"]["p50_ns"],
+    ow["ping_to_pong_wire"]["p50_ns"], o["p50_ns"]))
+EOF
+  grep -q "timestamps: software asked for; this side stamps receive software, transmit software" "$tmp/sw.err" ||
+    fail "software: header does not name the stamps"
+  grep -q "clock realtime" "$tmp/sw.err" || fail "software: header does not name the one-way clock"
+else
+  fail "flit-pong -t udp --timestamps software exited $?"; sed 's/^/    | /' "$tmp/sw.err" | tail -8
+fi
+
+# the table: RTT/2 row, then the one-way rows
+if pong --timestamps software -n 1000 >"$tmp/sw.txt" 2>&1; then
+  for r in udp 1w-fwd 1w-back 1w-wire; do
+    grep -q "^$r " "$tmp/sw.txt" || fail "software table: no '$r' row"
+  done
+  grep -q "^# one-way (ns, separate from RTT/2)" "$tmp/sw.txt" || fail "software table: no one-way header"
+  echo "ok: udp --timestamps software: table rows"
+else
+  fail "flit-pong -t udp --timestamps software (table) exited $?"; tail -5 "$tmp/sw.txt"
+fi
+
+# ---- hardware: not available on veth ----------------------------------------------
+if pong --timestamps hardware -C "context.udp.interface = eth0" --json >"$tmp/hw.json" 2>"$tmp/hw.err"; then
+  grep -q "hardware stamps asked for but not available: .*eth0: no hardware timestamping (driver refuses SIOCSHWTSTAMP" "$tmp/hw.err" ||
+    { fail "hardware: no 'not available' line naming the reason"; sed 's/^/    | /' "$tmp/hw.err"; }
+  python3 - "$tmp/hw.json" <<'EOF' && echo "ok: udp --timestamps hardware on veth: not available, run completes with software stamps" || { fail "udp --timestamps hardware JSON"; cat "$tmp/hw.json"; }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+assert o["timestamps"] == "hardware", o
+assert "no hardware timestamping" in o["ts_hw_unavailable"], o
+assert o["ts_rx"] == "software" and o["ts_tx"] == "software", o
+assert o["one_way"]["ping_to_pong_wire"]["n"] >= 2900, o
+assert o["one_way"]["ping_to_pong_wire"]["clock"] == "realtime", o
+EOF
+else
+  fail "flit-pong -t udp --timestamps hardware exited $?"; sed 's/^/    | /' "$tmp/hw.err" | tail -8
+fi
+# without context.udp.interface: the reason is that it is needed
+if pong --timestamps hardware -n 500 >"$tmp/hw2.txt" 2>&1; then
+  grep -q "hardware stamps asked for but not available: hardware timestamps need context.udp.interface" "$tmp/hw2.txt" &&
+    echo "ok: udp --timestamps hardware without an interface: says it is needed" ||
+    { fail "hardware without interface: no reason"; sed 's/^/    | /' "$tmp/hw2.txt" | head -12; }
+else
+  fail "flit-pong -t udp --timestamps hardware (no interface) exited $?"; tail -5 "$tmp/hw2.txt"
+fi
+
+[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all passed"
