@@ -7,14 +7,23 @@
 #include <string.h>
 #include <time.h>
 
+#include <flit/tstamp.h>
+
 #include "core.h"
+#include "stats.h"
 
 #define POLL_DEFAULT_LIMIT 256
+#define RDMA_MISSING "transport rdma: this libflit was built without RDMA (libibverbs/librdmacm missing at build time)"
+
+static bool listed(const char *l, const char *name);
 
 static const struct flit_transport_ops *const transports[] = {
 	&flit_shm_ops,
 	&flit_udp_ops,
 	&flit_xdp_ops,
+#ifdef FLIT_HAVE_RDMA
+	&flit_rdma_ops,
+#endif
 };
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
@@ -28,6 +37,8 @@ struct flit_ctx {
 	struct flit_counters rx;        /* receive side, poll thread only */
 	struct flit_counters closed_tx; /* send counters of closed publishers */
 	int in_callback;
+	struct flit_stats *stats;       /* the counters file (userspace/stats.h) */
+	struct flit_stats_tick stats_tick;
 };
 
 struct flit_pub {
@@ -35,6 +46,7 @@ struct flit_pub {
 	const struct flit_transport_ops *ops;
 	struct flit_tsrc *src;
 	flit_pub *next;
+	struct flit_stats_pub st;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
 
@@ -42,6 +54,7 @@ struct flit_sub {
 	flit_ctx *ctx;
 	flit_msg_fn fn;
 	void *arg;
+	struct flit_stats_sub st; /* counted where the callback is called */
 	bool pattern;
 	struct flit_cfg_receiver cfg;
 	flit_sub *next;
@@ -125,7 +138,19 @@ flit_ctx *flit_ctx_new(const struct flit_ctx_opts *opts)
 		goto fail;
 	if ((err = flit_cfg_context(&ctx->cfg, &ctx->ccfg)))
 		goto fail;
+#ifndef FLIT_HAVE_RDMA
+	if (listed(ctx->ccfg.transports, "rdma")) {
+		err = flit_err(EPROTONOSUPPORT, RDMA_MISSING " (context.transports = %s)",
+			       ctx->ccfg.transports);
+		goto fail;
+	}
+#endif
 	flit_log_level_raise(ctx->ccfg.log_level);
+	if (!(ctx->stats = flit_stats_open(&ctx->ccfg))) {
+		err = -errno;
+		goto fail;
+	}
+	flit_stats_tick_init(ctx->stats, &ctx->stats_tick);
 	return ctx;
 fail:
 	flit_cfg_free(&ctx->cfg);
@@ -138,6 +163,7 @@ void flit_ctx_close(flit_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	flit_stats_closing(ctx->stats);
 	/* unbind every subscriber in one pass (one rescan, not one per
 	 * subscriber); no events are delivered to them */
 	flit_sub *subs = ctx->subs;
@@ -157,6 +183,8 @@ void flit_ctx_close(flit_ctx *ctx)
 	/* transports end their sessions on close; free any left over */
 	while (ctx->sessions)
 		flit_rx_session_end(ctx->sessions, 0);
+	flit_stats_ctx_write(ctx->stats, &ctx->rx, flit_monotonic_now());
+	flit_stats_close(ctx->stats);
 	flit_cfg_free(&ctx->cfg);
 	free(ctx);
 }
@@ -180,9 +208,8 @@ static int transport_index(const char *name)
 }
 
 /* Is transport i named in context.transports? */
-static bool tp_enabled(const flit_ctx *ctx, unsigned i)
+static bool listed(const char *l, const char *name)
 {
-	const char *l = ctx->ccfg.transports, *name = transports[i]->name;
 	size_t n = strlen(name);
 
 	for (const char *p = l; (p = strstr(p, name)); p += n)
@@ -190,6 +217,11 @@ static bool tp_enabled(const flit_ctx *ctx, unsigned i)
 		    (p[n] == '\0' || p[n] == ',' || p[n] == ' '))
 			return true;
 	return false;
+}
+
+static bool tp_enabled(const flit_ctx *ctx, unsigned i)
+{
+	return listed(ctx->ccfg.transports, transports[i]->name);
 }
 
 static int ctx_tp(flit_ctx *ctx, unsigned i, struct flit_tp **out)
@@ -206,12 +238,64 @@ static int ctx_tp(flit_ctx *ctx, unsigned i, struct flit_tp **out)
 	return 0;
 }
 
+/* ---- the counters file (userspace/stats.h) ------------------------------- */
+
+static const char *tp_desc(const flit_ctx *ctx, unsigned i)
+{
+	return transports[i]->describe ? transports[i]->describe(ctx->tp[i]) : transports[i]->name;
+}
+
+static void pub_stats_write(flit_pub *pub, uint64_t now)
+{
+	struct flit_counters c;
+
+	memset(&c, 0, sizeof(c));
+	c.sz = sizeof(c);
+	pub->ops->src_counters(pub->src, &c);
+	flit_stats_pub_write(pub->ctx->stats, &pub->st, &c, now);
+}
+
+/* Out of line: the hot paths pay a decrement and a branch (stats.h). */
+static __attribute__((noinline, cold)) void pub_stats_tick(flit_pub *pub)
+{
+	uint64_t now;
+
+	if (flit_stats_tick_due(pub->ctx->stats, &pub->st.tick, &now))
+		pub_stats_write(pub, now);
+}
+
+static __attribute__((noinline, cold)) void ctx_stats_tick(flit_ctx *ctx)
+{
+	uint64_t now;
+
+	if (!flit_stats_tick_due(ctx->stats, &ctx->stats_tick, &now))
+		return;
+	for (flit_pub *p = ctx->pubs; p; p = p->next)
+		pub_stats_write(p, now);
+	for (flit_sub *s = ctx->subs; s; s = s->next)
+		flit_stats_sub_write(ctx->stats, &s->st, now);
+	for (unsigned i = 0; i < NTRANSPORTS; i++)
+		if (ctx->tp[i])
+			flit_stats_transport_write(ctx->stats, i, transports[i]->name,
+						   tp_desc(ctx, i), now);
+	flit_stats_ctx_write(ctx->stats, &ctx->rx, now);
+}
+
+int flit_ctx_stats_path(const flit_ctx *ctx, char *buf, size_t len)
+{
+	if (!ctx)
+		return flit_err(EINVAL, "flit_ctx_stats_path: NULL context");
+	return flit_stats_path(ctx->stats, buf, len);
+}
+
 int flit_ctx_poll(flit_ctx *ctx, int limit)
 {
 	int total = 0;
 
 	if (FLIT_UNLIKELY(!ctx))
 		return flit_err(EINVAL, "flit_ctx_poll: NULL context");
+	if (flit_stats_tick_hit(&ctx->stats_tick))
+		ctx_stats_tick(ctx);
 	if (limit <= 0)
 		limit = POLL_DEFAULT_LIMIT;
 	for (unsigned i = 0; i < NTRANSPORTS && total < limit; i++) {
@@ -235,6 +319,19 @@ int flit_ctx_describe(const flit_ctx *ctx, const char *transport, char *buf, siz
 		return flit_err(ENOENT, "flit_ctx_describe: transport '%s' is not open in this context", transport);
 	const char *d = transports[i]->describe ? transports[i]->describe(ctx->tp[i]) : transports[i]->name;
 	return snprintf(buf, len, "%s", d);
+}
+
+int flit_ctx_ts_status(const flit_ctx *ctx, const char *transport, struct flit_ts_status *out)
+{
+	if (!ctx || !transport || !out || out->sz < sizeof(size_t))
+		return flit_err(EINVAL, "flit_ctx_ts_status: bad arguments (out->sz must be set)");
+	int i = transport_index(transport);
+	if (i < 0 || !ctx->tp[i])
+		return flit_err(ENOENT, "flit_ctx_ts_status: transport '%s' is not open in this context", transport);
+	if (!transports[i]->ts_status)
+		return flit_err(EOPNOTSUPP, "flit_ctx_ts_status: the %s transport makes no kernel or NIC stamps",
+				transports[i]->name);
+	return transports[i]->ts_status(ctx->tp[i], out);
 }
 
 int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out)
@@ -284,8 +381,11 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 	if (!tname)
 		tname = cfg.transport;
 	ti = transport_index(tname);
+	if (ti < 0 && !strcmp(tname, "rdma"))
+		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: " RDMA_MISSING);
 	if (ti < 0)
-		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm, udp, xdp)", tname);
+		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm, udp, xdp%s)",
+				     tname, NTRANSPORTS > 3 ? ", rdma" : "");
 	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
 		return flit_null(-err);
 
@@ -301,6 +401,9 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 		flit_err_wrap(-err, "publisher '%s'", topic);
 		return flit_null(-err);
 	}
+	flit_stats_transport_write(ctx->stats, (unsigned)ti, pub->ops->name,
+				   tp_desc(ctx, (unsigned)ti), flit_monotonic_now());
+	flit_stats_pub_add(ctx->stats, &pub->st, (unsigned)ti, pub->ops->name, topic);
 	pub->next = ctx->pubs;
 	ctx->pubs = pub;
 	return pub;
@@ -311,8 +414,13 @@ void flit_pub_close(flit_pub *pub)
 	if (!pub)
 		return;
 	flit_ctx *ctx = pub->ctx;
-	pub->ops->src_counters(pub->src, &ctx->closed_tx);
+	struct flit_counters last;
+	memset(&last, 0, sizeof(last));
+	last.sz = sizeof(last);
+	pub->ops->src_counters(pub->src, &last);
+	flit_stats_counters_add(&ctx->closed_tx, &last);
 	pub->ops->src_close(pub->src);
+	flit_stats_pub_remove(ctx->stats, &pub->st, &last);
 	for (flit_pub **pp = &ctx->pubs; *pp; pp = &(*pp)->next)
 		if (*pp == pub) {
 			*pp = pub->next;
@@ -323,6 +431,8 @@ void flit_pub_close(flit_pub *pub)
 
 int flit_pub_send(flit_pub *pub, const void *data, size_t len)
 {
+	if (flit_stats_tick_hit(&pub->st.tick))
+		pub_stats_tick(pub);
 	return pub->ops->send(pub->src, data, len);
 }
 
@@ -333,6 +443,8 @@ int flit_pub_claim(flit_pub *pub, size_t len, void **buf)
 
 int flit_pub_commit(flit_pub *pub, size_t len)
 {
+	if (flit_stats_tick_hit(&pub->st.tick))
+		pub_stats_tick(pub);
 	return pub->ops->commit(pub->src, len);
 }
 
@@ -343,6 +455,8 @@ int flit_pub_abort(flit_pub *pub)
 
 int flit_pub_flush(flit_pub *pub)
 {
+	if (flit_stats_tick_hit(&pub->st.tick))
+		pub_stats_tick(pub);
 	return pub->ops->flush(pub->src);
 }
 
@@ -366,6 +480,16 @@ int flit_pub_receivers(const flit_pub *pub)
 	if (!pub->ops->receivers)
 		return -EOPNOTSUPP;
 	return pub->ops->receivers(pub->src);
+}
+
+int flit_pub_tx_stamp(flit_pub *pub, uint64_t seq, struct flit_tx_stamp *out)
+{
+	if (!pub || !out || out->sz < sizeof(size_t))
+		return flit_err(EINVAL, "flit_pub_tx_stamp: bad arguments (out->sz must be set)");
+	if (!pub->ops->tx_stamp)
+		return flit_err(EOPNOTSUPP, "flit_pub_tx_stamp: %s: the %s transport makes no transmit stamps",
+				pub->topic, pub->ops->name);
+	return pub->ops->tx_stamp(pub->src, seq, out);
 }
 
 /* ---- subscribers and sessions ------------------------------------------- */
@@ -427,6 +551,14 @@ static void deliver_event(struct flit_rx_session *rs, flit_sub *s,
 		.session_id = rs->session_id,
 		.source = rs->source,
 	};
+	if (kind == FLIT_MSG_BOS) {
+		s->st.bos++;
+	} else if (kind == FLIT_MSG_EOS) {
+		s->st.eos++;
+	} else if (kind == FLIT_MSG_LOSS) {
+		s->st.lost += lost;
+		s->st.loss_events++;
+	}
 	rs->ctx->in_callback++;
 	s->fn(s, &m, s->arg);
 	rs->ctx->in_callback--;
@@ -617,6 +749,8 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 	while (flit_frame_iter_next(&it, &w)) {
 		if (FLIT_UNLIKELY(w.seq < rs->next_seq)) {
 			ctx->rx.duplicates++;
+			for (unsigned i = 0; w.topic < rs->ntopics && i < rs->topics[w.topic].nsubs; i++)
+				rs->topics[w.topic].subs[i]->st.dups++;
 			continue;
 		}
 		rs->next_seq = w.seq + 1;
@@ -632,8 +766,12 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		m.seq = w.seq;
 		m.send_ts_ns = w.ts;
 		m.topic = t->name;
-		for (unsigned i = 0; i < t->nsubs; i++)
-			t->subs[i]->fn(t->subs[i], &m, t->subs[i]->arg);
+		for (unsigned i = 0; i < t->nsubs; i++) {
+			flit_sub *s = t->subs[i];
+			s->st.msgs++;
+			s->st.bytes += w.len;
+			s->fn(s, &m, s->arg);
+		}
 		ctx->rx.msgs_received++;
 		ctx->rx.bytes_received += w.len;
 		delivered++;
@@ -694,6 +832,7 @@ flit_sub *flit_sub_new(flit_ctx *ctx, const char *topic,
 		flit_err_wrap(-err, "subscriber '%s'", topic);
 		return flit_null(-err);
 	}
+	flit_stats_sub_add(ctx->stats, &sub->st, topic, sub->pattern);
 	sub->next = ctx->subs;
 	ctx->subs = sub;
 	/* discovery problems (a corrupted ring, say) are logged by the
@@ -713,5 +852,6 @@ void flit_sub_close(flit_sub *sub)
 			break;
 		}
 	subs_changed(ctx);
+	flit_stats_sub_remove(ctx->stats, &sub->st);
 	free(sub);
 }

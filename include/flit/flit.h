@@ -145,6 +145,13 @@ FLIT_API int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out);
 FLIT_API int flit_ctx_describe(const flit_ctx *ctx, const char *transport,
 			       char *buf, size_t len);
 
+/* Path of the context's counters file, which flit-stat reads (context.stats,
+ * context.stats_dir; format in docs/STATS.md): one per context, removed by
+ * flit_ctx_close().  Copies it into buf (NUL-terminated, truncated to len)
+ * and returns its full length; -ENOENT when context.stats is off, or the
+ * error that kept the file from being made (the context works without it). */
+FLIT_API int flit_ctx_stats_path(const flit_ctx *ctx, char *buf, size_t len);
+
 /* ---- publishing --------------------------------------------------------- */
 
 struct flit_pub_opts {
