@@ -38,8 +38,14 @@ LIBBPF_LIBS   := $(shell $(PKG_CONFIG) --libs libbpf 2>/dev/null)
 CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 URING_LIBS    := $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null || echo -luring)
 XDP_LIBS      := $(shell $(PKG_CONFIG) --libs libxdp libbpf 2>/dev/null || echo -lxdp -lbpf)
+# RDMA (transports/rdma) only when libibverbs and librdmacm are installed
+HAVE_RDMA     := $(shell $(PKG_CONFIG) --exists libibverbs librdmacm 2>/dev/null && echo 1)
+RDMA_LIBS     := $(if $(HAVE_RDMA),$(strip $(shell $(PKG_CONFIG) --libs libibverbs librdmacm 2>/dev/null)))
 # what the library itself needs at link time (also Libs.private of flit.pc)
-LIB_LIBS      := $(URING_LIBS) $(XDP_LIBS)
+LIB_LIBS      := $(URING_LIBS) $(XDP_LIBS) $(RDMA_LIBS)
+ifeq ($(HAVE_RDMA),1)
+CPPFLAGS      += -DFLIT_HAVE_RDMA
+endif
 
 ifeq ($(V),1)
 Q :=
@@ -51,6 +57,10 @@ endif
 
 # ---- sources -------------------------------------------------------------
 LIB_SRCS   := $(wildcard userspace/*.c) $(wildcard transports/*/*.c)
+ifneq ($(HAVE_RDMA),1)
+LIB_SRCS   := $(filter-out transports/rdma/%.c,$(LIB_SRCS))
+$(info flit: libibverbs/librdmacm not found: building without the rdma transport (make deps installs them))
+endif
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_HDRS   := $(wildcard include/flit/*.h userspace/*.h transports/*/*.h)
 TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/flit-*.c))
@@ -107,7 +117,8 @@ $(STLIB): $(LIB_OBJS)
 $(BUILD)/flit.pc: flit.pc.in Makefile
 	$(call msg,GEN,$@)
 	@mkdir -p $(@D)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' $< > $@
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		$(if $(RDMA_LIBS),-e '/^Libs.private:/s|$$| $(RDMA_LIBS)|') $< > $@
 
 # Tools link the static library: no PLT on the hot path, run from the tree.
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(TOOL_OBJS) $(STLIB)
@@ -184,7 +195,9 @@ install: all
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libflit.so
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(BUILD)/flit.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
-	install -m 755 $(TOOLS) $(LOADER) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(TOOLS) $(LOADER) tools/flit-plot $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(PREFIX)/share/flit/wireshark
+	install -m 644 tools/wireshark/flit.lua $(DESTDIR)$(PREFIX)/share/flit/wireshark/
 	for s in 1 3 7 8; do \
 		ls docs/man/*.$$s >/dev/null 2>&1 || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; \

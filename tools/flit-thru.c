@@ -20,6 +20,7 @@
  * message (COUNT, or the total the publisher posts in the page when it
  * stops), at EOS, or after a quiet period of 2 s.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -59,6 +60,10 @@ static const char usage[] =
 "  -W, --window N       udp: at most N messages in flight beyond the slowest\n"
 "                       receiver (default: 4096 datagrams' worth; 0: none,\n"
 "                       open loop, the kernel drops what receivers miss)\n"
+"      --rdma-addr A    rdma: the address receivers connect to (default: this\n"
+"                       host's RDMA device address)\n"
+"      --rdma-port P    rdma: the publisher listens on port P (default: one\n"
+"                       from the pid); rdma is credit-paced: no --window\n"
 "  -C, --config LINE    a config line for every context, e.g.\n"
 "                       'context.udp.backend = io_uring' (repeatable; after\n"
 "                       the tool's own lines, see docs/CONFIG.md)\n"
@@ -104,6 +109,9 @@ struct options {
 	const char *netns, *peer_netns;
 	bool net;                       /* a network transport (not shm) */
 	int64_t window;                 /* < 0: the default */
+	char rdma_addr[64];             /* rdma: where the publisher listens */
+	unsigned rdma_port;
+	uint64_t rdma_frame;            /* rdma: frame_max for the size, 0: default */
 };
 
 /* Shared by the publisher and its receivers (MAP_SHARED, mapped before the
@@ -228,7 +236,12 @@ static noreturn void run_receiver(const struct options *o,
 		errno = -rc;
 		rx_exit(fd, &rep, "pinning", ctx, sub);
 	}
-	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s);
+	char rcfg[160] = "";
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s, .config = rcfg);
+	if (!strcmp(o->transport, "rdma"))
+		snprintf(rcfg, sizeof(rcfg), "rdma.static = %s:%u\n%s%llu\n", o->rdma_addr,
+			 o->rdma_port, o->rdma_frame ? "rdma.frame_max = " : "# ",
+			 (unsigned long long)o->rdma_frame);
 	ctx = tool_ctx_new(&o->config, err, sizeof(err));
 	if (!ctx) {
 		rep.failed = 1;
@@ -492,14 +505,23 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	off += (size_t)snprintf(config + off, sizeof(config) - off, "batch = %s\n",
 				o->batch ? "true" : "false");
 	if (o->batch_max)
-		snprintf(config + off, sizeof(config) - off, "batch_max = %llu\n",
-			 (unsigned long long)o->batch_max);
+		off += (size_t)snprintf(config + off, sizeof(config) - off, "batch_max = %llu\n",
+					(unsigned long long)o->batch_max);
+	if (o->rdma_frame)
+		snprintf(config + off, sizeof(config) - off, "rdma.frame_max = %llu\n",
+			 (unsigned long long)o->rdma_frame);
 
 	rc = tool_pin_cpu(o->cpus[0]);
 	if (rc)
 		thru_fail(c, "pinning to CPU %d: %s", o->cpus[0], strerror(-rc));
 	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
-	ctx = c->ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	{
+		/* rdma: the publisher's context listens for the receivers */
+		struct tool_config pc = o->config;
+		if (!strcmp(o->transport, "rdma"))
+			tool_config_add(&pc, "context.rdma.port = %u", o->rdma_port);
+		ctx = c->ctx = tool_ctx_new(&pc, err, sizeof(err));
+	}
 	if (!ctx)
 		thru_fail(c, "creating the context: %s", err);
 	pub = c->pub = flit_pub_new(ctx, topic, &popts);
@@ -698,6 +720,11 @@ static int report(const struct options *o, const struct tool_clock *clk,
 
 		snprintf(first, sizeof(first), "%s,%s,%s", o->transport, um && *um ? um : "multicast",
 			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
+	} else if (!strcmp(o->transport, "rdma")) {
+		char m[32];
+		const char *rm = tool_config_get(&o->config, "source.rdma.mode", m, sizeof(m));
+
+		snprintf(first, sizeof(first), "rdma,rc,%s,credits", rm && *rm ? rm : "send");
 	} else {
 		snprintf(first, sizeof(first), "%s", o->net ? "default" :
 			 paced ? "paced" : "overwrite");
@@ -764,7 +791,10 @@ static int report(const struct options *o, const struct tool_clock *clk,
 			tool_warn("receiver %d: the source died", i + 1);
 			rc = 1;
 		}
-		if (o->net) {
+		if (!strcmp(o->transport, "rdma")) {
+			/* credit-paced and reliable: lossless, like paced shm */
+			bad += r->bad_len + r->gaps + r->dupes + r->lost + missing;
+		} else if (o->net) {
 			/* reliable, not lossless: a loss is reported, not an error */
 			bad += r->bad_len + r->gaps + r->dupes;
 			shortfall += r->lost + missing;
@@ -826,7 +856,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_BATCH_MAX = 256, OPT_NETNS, OPT_PEER_NETNS };
+	enum { OPT_BATCH_MAX = 256, OPT_NETNS, OPT_PEER_NETNS, OPT_RDMA_ADDR, OPT_RDMA_PORT };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "size",      required_argument, NULL, 's' },
@@ -843,6 +873,8 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "config",    required_argument, NULL, 'C' },
 		{ "netns",     required_argument, NULL, OPT_NETNS },
 		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
+		{ "rdma-addr", required_argument, NULL, OPT_RDMA_ADDR },
+		{ "rdma-port", required_argument, NULL, OPT_RDMA_PORT },
 		{ "json",      no_argument,       NULL, 'j' },
 		{ "verbose",   no_argument,       NULL, 'v' },
 		{ "help",      no_argument,       NULL, 'h' },
@@ -889,6 +921,16 @@ static void parse(int argc, char **argv, struct options *o)
 		case OPT_PEER_NETNS:
 			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
 			break;
+		case OPT_RDMA_ADDR: {
+			struct in_addr a;
+			if (inet_pton(AF_INET, optarg, &a) != 1)
+				tool_usage_exit("bad --rdma-addr '%s': an IPv4 address", optarg);
+			snprintf(o->rdma_addr, sizeof(o->rdma_addr), "%s", optarg);
+			break;
+		}
+		case OPT_RDMA_PORT:
+			o->rdma_port = (unsigned)tool_parse_count("rdma-port", optarg, 1, 65535);
+			break;
 		case 'j': o->json = true; break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
@@ -907,6 +949,23 @@ static void parse(int argc, char **argv, struct options *o)
 	if (o->window >= 0 && !o->net)
 		tool_usage_exit("--window is for network transports (shm is "
 				"receiver-paced)");
+	if (!strcmp(o->transport, "rdma")) {
+		uint64_t need = (24 + 16 + o->size + 7 + 63) & ~63ull;
+		if (o->window >= 0)
+			tool_usage_exit("--window is for udp and xdp (rdma is paced by "
+					"its receivers' credits)");
+		o->window = 0;
+		if (need > 8192 || (o->batch && o->batch_max > 8192))
+			o->rdma_frame = need > o->batch_max ? need : o->batch_max;
+		if (!o->rdma_port)
+			o->rdma_port = 20000 + (unsigned)(getpid() % 40000);
+		int ra = o->rdma_addr[0] ? 0 : tool_rdma_local_addr(o->rdma_addr, sizeof(o->rdma_addr));
+		if (ra == -2)   /* no device: the library's "no RDMA device" says it */
+			snprintf(o->rdma_addr, sizeof(o->rdma_addr), "127.0.0.1");
+		else if (ra)
+			tool_fail("rdma: no active RDMA port with an IPv4 address here "
+				  "(/sys/class/infiniband): give the address with --rdma-addr");
+	}
 	/* Every context: only the transport measured, then the user's lines. */
 	tool_config_init(&o->config);
 	tool_config_add(&o->config, "context.transports = %s", o->transport);

@@ -2,6 +2,7 @@
 /* Code shared by the flit tools.  See tool.h. */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -639,6 +640,48 @@ int tool_udp_route_check(const struct tool_config *c, const char *netns,
 	return -1;
 }
 
+int tool_rdma_local_addr(char *buf, size_t len)
+{
+	char path[512], line[128];
+	unsigned a, b, c, d;
+	struct dirent *de;
+	DIR *dir = opendir("/sys/class/infiniband");
+	int rc = -2, ndev = 0;
+
+	/* rdma_cm cannot loop back through 127.0.0.1: the device's own
+	 * address it is.  Ports 1 and 2, GIDs 0..15 of each. */
+	while (dir && rc && (de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		ndev++;
+		for (int port = 1; port <= 2 && rc; port++) {
+			FILE *f;
+			snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/state",
+				 de->d_name, port);
+			if (!(f = fopen(path, "r")))
+				continue;
+			bool active = fgets(line, sizeof(line), f) && strstr(line, "ACTIVE");
+			fclose(f);
+			for (int g = 0; active && rc && g < 16; g++) {
+				snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/gids/%d",
+					 de->d_name, port, g);
+				if (!(f = fopen(path, "r")))
+					break;
+				if (fgets(line, sizeof(line), f) &&
+				    sscanf(line, "0000:0000:0000:0000:0000:ffff:%2x%2x:%2x%2x",
+					   &a, &b, &c, &d) == 4) {
+					snprintf(buf, len, "%u.%u.%u.%u", a, b, c, d);
+					rc = 0;
+				}
+				fclose(f);
+			}
+		}
+	}
+	if (dir)
+		closedir(dir);
+	return rc && ndev ? -1 : rc;
+}
+
 void tool_net_check(const char *transport, const struct tool_config *c,
 		    const char *netns)
 {
@@ -725,6 +768,22 @@ void tool_stats_compute(uint64_t *v, size_t n, double scale,
 	st->p50 = (double)nearest_rank(v, n, 50.0) * scale;
 	st->p99 = (double)nearest_rank(v, n, 99.0) * scale;
 	st->p999 = (double)nearest_rank(v, n, 99.9) * scale;
+}
+
+void tool_stats_from_hist(const flit_hist *h, double scale,
+			  struct tool_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->n = flit_hist_count(h);
+	if (!st->n)
+		return;
+	st->min = (double)flit_hist_min(h) * scale;
+	st->max = (double)flit_hist_max(h) * scale;
+	st->avg = flit_hist_mean(h) * scale;
+	st->stddev = flit_hist_stddev(h) * scale;
+	st->p50 = (double)flit_hist_percentile(h, 50.0) * scale;
+	st->p99 = (double)flit_hist_percentile(h, 99.0) * scale;
+	st->p999 = (double)flit_hist_percentile(h, 99.9) * scale;
 }
 
 static int log2_bucket(double ns)

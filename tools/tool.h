@@ -26,6 +26,7 @@
 
 #include <flit/clock.h>
 #include <flit/flit.h>
+#include <flit/hist.h>
 
 #define TOOL_FMT(a, b) __attribute__((format(printf, a, b)))
 
@@ -166,6 +167,12 @@ int tool_udp_route_check(const struct tool_config *c, const char *netns,
 void tool_net_check(const char *transport, const struct tool_config *c,
 		    const char *netns);
 
+/* rdma: the IPv4 address of this host's first active RDMA port (its
+ * IPv4-mapped GID, as RoCE has it; /sys/class/infiniband), for tools that
+ * connect to themselves.  0; -1 when no port has one; -2 when there is
+ * no RDMA device at all (the library will say so). */
+int tool_rdma_local_addr(char *buf, size_t len);
+
 /* ---- the measurement clock ---------------------------------------------- */
 
 struct tool_clock {
@@ -208,6 +215,12 @@ struct tool_stats {
  * p% of the samples at or below it.  stddev is the population deviation. */
 void tool_stats_compute(uint64_t *v, size_t n, double scale,
 			struct tool_stats *st);
+
+/* The same statistics from a histogram (include/flit/hist.h), each value
+ * times `scale`: n, min, max, avg and stddev exact, p50/p99/p99.9 by
+ * nearest rank to within the histogram's precision. */
+void tool_stats_from_hist(const flit_hist *h, double scale,
+			  struct tool_stats *st);
 
 /* ",\"cdf\":[[pct,ns],...]" for sorted v[0..n) (scaled as above): the
  * distribution at 0 (min), 1..99 %, the tail to 99.99 %, and 100 (max), by

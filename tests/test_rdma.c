@@ -1,0 +1,920 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* The rdma transport (transports/rdma) against a real verbs device.
+ *
+ * On a host without one (ibv_get_device_list finds none) only the wire
+ * tests of the connection messages run, and the program then exits 77
+ * "SKIP: no RDMA device (...)"; tests/test_rdma_vm.sh runs it inside a
+ * Soft-RoCE guest.  Topology: every case runs on this host's RDMA address
+ * ($FLIT_RDMA_IP, else the IPv4-mapped GID of the first active port), the
+ * sources of a case listen on ports of its own (30000 + a pid-derived
+ * offset), and receivers find them with receiver.rdma.static.
+ *
+ * Each case runs in a child process of its own, forked before any verbs
+ * object exists: librdmacm's device contexts must not be inherited across
+ * fork(), so a case that needs more processes forks them all first and
+ * starts them later through pipes.  Inside a case, failures are CHECK()s
+ * that print and exit the child; the cmocka test asserts its exit status.
+ * Counts are kept small (Soft-RoCE under TCG moves a few thousand messages
+ * a second); timeouts are generous and bounded. */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <dirent.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "testlib.h"
+
+#ifdef FLIT_HAVE_RDMA
+#include <infiniband/verbs.h>
+#include "rdma/rdma.h"
+#endif
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "CHECK failed at %s:%d (%s): ", __FILE__, \
+				__LINE__, #cond);                                \
+			fprintf(stderr, __VA_ARGS__);                            \
+			fprintf(stderr, " [flit: %s]\n", flit_errmsg());         \
+			_exit(1);                                                \
+		}                                                                \
+	} while (0)
+
+#ifdef FLIT_HAVE_RDMA
+
+static char addr[64];         /* this host's RDMA address */
+static unsigned port_next;    /* a fresh listening port per case */
+
+static unsigned new_port(void)
+{
+	return port_next++;
+}
+
+/* ---- captured library messages (the connection thread logs too) ------- */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[16384];
+static size_t log_len;
+
+static void capture(enum flit_log_level lvl, const char *fmt, va_list ap)
+{
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (getenv("FLIT_TEST_VERBOSE"))
+		fprintf(stderr, "  [flit %d] %s\n", lvl, line);
+	pthread_mutex_lock(&log_lock);
+	int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "%s\n", line);
+	if (n > 0 && (size_t)n < sizeof(log_text) - log_len)
+		log_len += (size_t)n;
+	pthread_mutex_unlock(&log_lock);
+}
+
+static bool logged(const char *needle)
+{
+	pthread_mutex_lock(&log_lock);
+	bool r = strstr(log_text, needle) != NULL;
+	pthread_mutex_unlock(&log_lock);
+	return r;
+}
+
+/* ---- contexts, publishers, subscribers ----------------------------------- */
+
+/* A context using rdma only; `port`: where its sources listen (0: none). */
+static flit_ctx *ctx_new(unsigned port, const char *extra)
+{
+	char cfg[1024];
+	snprintf(cfg, sizeof(cfg), "context.transports = rdma\ncontext.log_level = info\n"
+		 "context.rdma.port = %u\n%s", port ? port : 1, extra ? extra : "");
+	flit_ctx *ctx = tl_ctx(cfg);
+	CHECK(ctx, "context");
+	return ctx;
+}
+
+static flit_pub *pub_new(flit_ctx *ctx, const char *topic, const char *cfg)
+{
+	FLIT_OPTS(flit_pub_opts, o, .transport = "rdma", .config = cfg);
+	flit_pub *p = flit_pub_new(ctx, topic, &o);
+	CHECK(p, "publisher %s", topic);
+	return p;
+}
+
+struct rx {
+	size_t size;            /* expected payload length */
+	uint64_t next;          /* payload sequence number expected next */
+	uint64_t got, bos, eos, died, bad, first;
+	bool started;
+	uint32_t session;
+	char why[160];          /* the first bad message */
+};
+
+static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct rx *r = arg;
+	uint64_t seq;
+
+	(void)sub;
+	switch (m->kind) {
+	case FLIT_MSG_BOS: r->bos++; r->session = m->session_id; return;
+	case FLIT_MSG_EOS:
+		r->eos++;
+		r->died += !!(m->flags & FLIT_MSGF_SOURCE_DIED);
+		return;
+	case FLIT_MSG_LOSS:
+		if (!r->bad++)
+			snprintf(r->why, sizeof(r->why), "loss of %llu at %llu",
+				 (unsigned long long)m->lost, (unsigned long long)m->seq);
+		return;
+	case FLIT_MSG_DATA: break;
+	}
+	if (m->len != r->size || tl_check(m->data, m->len, &seq)) {
+		if (!r->bad++)
+			snprintf(r->why, sizeof(r->why), "bad payload (%zu bytes) at #%llu",
+				 m->len, (unsigned long long)m->seq);
+		return;
+	}
+	if (!r->started) {
+		r->started = true;
+		r->first = seq;
+		r->next = seq;
+	}
+	if (seq != r->next || m->seq != seq) {
+		if (!r->bad++)
+			snprintf(r->why, sizeof(r->why), "payload %llu (flit seq %llu) where %llu was due",
+				 (unsigned long long)seq, (unsigned long long)m->seq,
+				 (unsigned long long)r->next);
+		r->next = seq;
+	}
+	r->next++;
+	r->got++;
+}
+
+static flit_sub *sub_new(flit_ctx *ctx, const char *topic, unsigned port, const char *extra,
+			 struct rx *r)
+{
+	char cfg[256];
+	snprintf(cfg, sizeof(cfg), "rdma.static = %s:%u\n%s", addr, port, extra ? extra : "");
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = on_msg, .arg = r, .config = cfg);
+	flit_sub *s = flit_sub_new(ctx, topic, &so);
+	CHECK(s, "subscriber %s", topic);
+	return s;
+}
+
+/* Poll until *v >= want or ms pass. */
+static bool poll_until(flit_ctx *ctx, const uint64_t *v, uint64_t want, unsigned ms)
+{
+	for (uint64_t end = tl_now_ms() + ms; *(volatile const uint64_t *)v < want;) {
+		if (tl_now_ms() > end)
+			return false;
+		if (flit_ctx_poll(ctx, 0) <= 0)
+			sched_yield();
+	}
+	return true;
+}
+
+/* Wait until the publisher has n receivers (polling `ctx` meanwhile, an
+ * in-process receiver's context, or NULL). */
+static bool wait_receivers(flit_pub *p, flit_ctx *ctx, int n, unsigned ms)
+{
+	for (uint64_t end = tl_now_ms() + ms; tl_now_ms() < end;) {
+		if (flit_pub_receivers(p) == n)
+			return true;
+		if (ctx)
+			flit_ctx_poll(ctx, 0);
+		else
+			usleep(1000);
+	}
+	return false;
+}
+
+/* Send one sequence-numbered message, spinning (polling ctx, if any)
+ * while back-pressured or not connected; false after ms. */
+static bool send_one(flit_pub *p, flit_ctx *ctx, uint64_t seq, size_t size, unsigned ms,
+		     uint64_t *bp)
+{
+	unsigned char buf[4096];
+	uint64_t end = 0;
+
+	tl_fill(buf, size, seq);
+	for (unsigned spins = 0;; spins++) {
+		int rc = flit_pub_send(p, buf, size);
+		if (rc == FLIT_OK)
+			return true;
+		CHECK(rc > 0, "send #%llu", (unsigned long long)seq);
+		if (bp)
+			(*bp)++;
+		if (ctx)
+			flit_ctx_poll(ctx, 0);
+		else if (spins % 64 == 63)
+			sched_yield();
+		if ((spins & 255) == 0) {
+			if (!end)
+				end = tl_now_ms() + ms;
+			else if (tl_now_ms() > end)
+				return false;
+		}
+	}
+}
+
+static bool flush_all(flit_pub *p, unsigned ms)
+{
+	for (uint64_t end = tl_now_ms() + ms; tl_now_ms() < end;) {
+		int rc = flit_pub_flush(p);
+		CHECK(rc >= 0, "flush");
+		if (rc == FLIT_OK)
+			return true;
+		sched_yield();
+	}
+	return false;
+}
+
+/* ---- processes ---------------------------------------------------------------- */
+
+/* A child that waits for a byte on fd before it runs body(arg). */
+struct kid {
+	pid_t pid;
+	int go;                 /* write end: start it */
+	int done;               /* read end: a status byte when it finished */
+};
+
+static struct kid kid_fork(int (*body)(void *arg, int done_fd), void *arg)
+{
+	int go[2], done[2];
+	struct kid k;
+
+	CHECK(pipe(go) == 0 && pipe(done) == 0, "pipe");
+	fflush(NULL);
+	k.pid = tl_fork();
+	CHECK(k.pid >= 0, "fork");
+	if (k.pid == 0) {
+		char c;
+		close(go[1]);
+		close(done[0]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(3);
+		exit(body(arg, done[1]));
+	}
+	close(go[0]);
+	close(done[1]);
+	k.go = go[1];
+	k.done = done[0];
+	return k;
+}
+
+static void kid_start(struct kid *k)
+{
+	CHECK(write(k->go, "g", 1) == 1, "start child");
+}
+
+/* Wait up to ms for a child's byte on its done pipe. */
+static bool kid_signalled(struct kid *k, unsigned ms)
+{
+	struct pollfd pf = { .fd = k->done, .events = POLLIN };
+	char c;
+	return poll(&pf, 1, (int)ms) == 1 && read(k->done, &c, 1) == 1;
+}
+
+/* Reap a child within ms; its exit status (or -1: killed after ms). */
+static int kid_wait(struct kid *k, unsigned ms)
+{
+	int st;
+	for (uint64_t end = tl_now_ms() + ms; tl_now_ms() < end;) {
+		pid_t r = waitpid(k->pid, &st, WNOHANG);
+		if (r == k->pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(2000);
+	}
+	kill(k->pid, SIGKILL);
+	waitpid(k->pid, &st, 0);
+	return -1;
+}
+
+/* Run a case in a child of its own (no verbs state is ever inherited);
+ * its exit status must be 0. */
+static void isolated(int (*body)(void), unsigned ms)
+{
+	int st;
+	fflush(NULL);
+	pid_t pid = tl_fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		flit_set_print(capture);
+		exit(body()); /* exit, not _exit: the sanitizer's leak check runs */
+	}
+	port_next += 8; /* the next case listens elsewhere */
+	for (uint64_t end = tl_now_ms() + ms;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			break;
+		if (tl_now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			fail_msg("the case did not finish within %u ms", ms);
+		}
+		usleep(5000);
+	}
+	if (!WIFEXITED(st))
+		fail_msg("the case died of signal %d", WTERMSIG(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* ---- cases: pub/sub between processes ---------------------------------------- */
+
+struct rx_job {
+	const char *topic;
+	unsigned port;
+	uint64_t count;         /* messages expected: 0 .. count-1 */
+	size_t size;
+	const char *extra;      /* receiver options */
+	bool from_join;         /* a late joiner: starts wherever it joins */
+	unsigned ms;
+};
+
+/* A receiver process: everything in order, no loss, then the clean EOS.
+ * Writes a byte on done_fd at BOS and another after its first 100. */
+static int rx_body(void *arg, int done_fd)
+{
+	struct rx_job *j = arg;
+	struct rx r = { .size = j->size };
+	flit_set_print(capture);
+	flit_ctx *ctx = ctx_new(0, NULL);
+	flit_sub *s = sub_new(ctx, j->topic, j->port, j->extra, &r);
+
+	CHECK(poll_until(ctx, &r.bos, 1, j->ms), "BOS of %s from port %u", j->topic, j->port);
+	CHECK(write(done_fd, "b", 1) == 1, "pipe");
+	CHECK(poll_until(ctx, &r.got, 100 < j->count ? 100 : j->count, j->ms), "first messages");
+	CHECK(write(done_fd, "h", 1) == 1, "pipe");
+	CHECK(poll_until(ctx, &r.eos, 1, j->ms), "EOS after %llu messages (next %llu)",
+	      (unsigned long long)r.got, (unsigned long long)r.next);
+	CHECK(!r.bad, "%llu bad: %s", (unsigned long long)r.bad, r.why);
+	CHECK(!r.died, "EOS says the source died");
+	CHECK(r.next == j->count, "last message %llu, want %llu", (unsigned long long)r.next - 1,
+	      (unsigned long long)j->count - 1);
+	if (!j->from_join)
+		CHECK(r.first == 0 && r.got == j->count, "got %llu from %llu",
+		      (unsigned long long)r.got, (unsigned long long)r.first);
+	flit_sub_close(s);
+	flit_ctx_close(ctx);
+	return 0;
+}
+
+static int case_pubsub_100k(void)
+{
+	unsigned port = new_port();
+	struct rx_job j = { .topic = "t.100k", .port = port, .count = 100000, .size = 32, .ms = 120000 };
+	struct kid k = kid_fork(rx_body, &j);
+	kid_start(&k);
+
+	flit_ctx *ctx = ctx_new(port, NULL);
+	flit_pub *p = pub_new(ctx, "t.100k", NULL); /* unbatched: 100 000 frames */
+	CHECK(wait_receivers(p, NULL, 1, 30000), "the receiver did not connect");
+	for (uint64_t i = 0; i < j.count; i++)
+		CHECK(send_one(p, NULL, i, j.size, 30000, NULL), "message %llu stuck", (unsigned long long)i);
+	CHECK(flush_all(p, 30000), "flush");
+	struct flit_counters c = { .sz = sizeof(c) };
+	CHECK(flit_ctx_counters(ctx, &c) == 0 && c.msgs_sent == j.count, "counted %llu sent",
+	      (unsigned long long)c.msgs_sent);
+	flit_pub_close(p); /* END: the receiver's clean EOS */
+	int st = kid_wait(&k, 120000);
+	flit_ctx_close(ctx);
+	CHECK(st == 0, "receiver exit %d", st);
+	return 0;
+}
+
+static void rc_pubsub_100k_messages_in_order_between_processes(void **state)
+{
+	(void)state;
+	isolated(case_pubsub_100k, 180000);
+}
+
+static int case_two_subscribers(void)
+{
+	unsigned port = new_port();
+	struct rx_job j = { .topic = "t.fan", .port = port, .count = 3000, .size = 64, .ms = 60000 };
+	struct kid k1 = kid_fork(rx_body, &j), k2 = kid_fork(rx_body, &j);
+	kid_start(&k1);
+	kid_start(&k2);
+
+	flit_ctx *ctx = ctx_new(port, NULL);
+	flit_pub *p = pub_new(ctx, "t.fan", NULL); /* unbatched: a frame per message */
+	CHECK(wait_receivers(p, NULL, 2, 30000), "%d of 2 receivers connected", flit_pub_receivers(p));
+	for (uint64_t i = 0; i < j.count; i++)
+		CHECK(send_one(p, NULL, i, j.size, 30000, NULL), "message %llu stuck", (unsigned long long)i);
+	flit_pub_close(p);
+	int s1 = kid_wait(&k1, 60000), s2 = kid_wait(&k2, 60000);
+	flit_ctx_close(ctx);
+	CHECK(s1 == 0 && s2 == 0, "receivers exit %d and %d", s1, s2);
+	return 0;
+}
+
+static void two_subscribers_on_one_source_get_every_message(void **state)
+{
+	(void)state;
+	isolated(case_two_subscribers, 120000);
+}
+
+/* A receiver killed mid-stream is dropped (its disconnect frees the
+ * source's side), the others go on without a gap, and a new receiver
+ * connects to the same source and gets everything from where it joined. */
+static int case_dead_subscriber(void)
+{
+	unsigned port = new_port();
+	const uint64_t n = 3000;
+	struct rx_job stay = { .topic = "t.dead", .port = port, .count = n, .size = 40, .ms = 60000 };
+	struct rx_job late = stay;
+	late.from_join = true;
+	struct rx_job victim = stay;
+	victim.count = UINT64_MAX / 2; /* never finishes: killed */
+	struct kid kv = kid_fork(rx_body, &victim), ks = kid_fork(rx_body, &stay),
+		   kl = kid_fork(rx_body, &late);
+	kid_start(&kv);
+	kid_start(&ks);
+
+	flit_ctx *ctx = ctx_new(port, NULL);
+	flit_pub *p = pub_new(ctx, "t.dead", NULL);
+	CHECK(wait_receivers(p, NULL, 2, 30000), "%d of 2 receivers connected", flit_pub_receivers(p));
+	uint64_t i = 0;
+	for (; i < 1000; i++)
+		CHECK(send_one(p, NULL, i, stay.size, 30000, NULL), "message %llu stuck", (unsigned long long)i);
+	CHECK(kid_signalled(&kv, 30000) && kid_signalled(&kv, 30000), "the victim saw its first messages");
+	kill(kv.pid, SIGKILL);
+	CHECK(kid_wait(&kv, 10000) == 128 + SIGKILL, "the victim did not die");
+	/* keep sending: the dead receiver's credits run out, the source
+	 * back-pressures until its disconnect is seen, then it is dropped */
+	uint64_t t0 = tl_now_ms(), dropped = 0, at = 0;
+	for (; !dropped || i < 1500; i++) {
+		CHECK(send_one(p, NULL, i, stay.size, 30000, NULL), "message %llu stuck after the kill",
+		      (unsigned long long)i);
+		if (!dropped && flit_pub_receivers(p) == 1) {
+			dropped = tl_now_ms() - t0 + 1;
+			at = i;
+		}
+	}
+	fprintf(stderr, "# the dead receiver was dropped %llu ms after its death, at message %llu\n",
+		(unsigned long long)dropped - 1, (unsigned long long)at);
+	struct flit_counters c = { .sz = sizeof(c) };
+	CHECK(flit_ctx_counters(ctx, &c) == 0, "counters");
+
+	kid_start(&kl); /* reconnect: a new receiver on the same source */
+	CHECK(kid_signalled(&kl, 30000), "the new receiver's BOS");
+	CHECK(wait_receivers(p, NULL, 2, 30000), "the new receiver is counted");
+	for (; i < n; i++)
+		CHECK(send_one(p, NULL, i, stay.size, 30000, NULL), "message %llu stuck", (unsigned long long)i);
+	flit_pub_close(p);
+	int a = kid_wait(&ks, 60000), b = kid_wait(&kl, 60000);
+	flit_ctx_close(ctx);
+	CHECK(a == 0 && b == 0, "the survivor exit %d, the new receiver exit %d", a, b);
+	return 0;
+}
+
+static void dead_subscriber_is_dropped_others_continue_new_one_connects(void **state)
+{
+	(void)state;
+	isolated(case_dead_subscriber, 150000);
+}
+
+struct tx_job {
+	const char *topic;
+	unsigned port;
+	uint64_t count;
+	size_t size;
+	bool hang;              /* after sending, wait to be killed */
+};
+
+static int tx_body(void *arg, int done_fd)
+{
+	struct tx_job *j = arg;
+	flit_set_print(capture);
+	flit_ctx *ctx = ctx_new(j->port, NULL);
+	flit_pub *p = pub_new(ctx, j->topic, NULL);
+	CHECK(wait_receivers(p, NULL, 1, 30000), "no receiver");
+	for (uint64_t i = 0; i < j->count; i++)
+		CHECK(send_one(p, NULL, i, j->size, 30000, NULL), "message %llu stuck", (unsigned long long)i);
+	CHECK(write(done_fd, "s", 1) == 1, "pipe");
+	if (j->hang)
+		for (;;)
+			pause(); /* killed: no END goes out */
+	flit_pub_close(p);
+	flit_ctx_close(ctx);
+	return 0;
+}
+
+/* A source that dies (kill -9) ends its session with SOURCE_DIED after
+ * what it sent is delivered; the receiver frees the connection, retries,
+ * and joins the source that comes back on the same port. */
+static int case_source_dies(void)
+{
+	unsigned port = new_port();
+	struct tx_job j1 = { .topic = "t.src", .port = port, .count = 500, .size = 24, .hang = true };
+	struct tx_job j2 = j1;
+	j2.hang = false;
+	j2.count = 300;
+	struct kid k1 = kid_fork(tx_body, &j1), k2 = kid_fork(tx_body, &j2);
+	kid_start(&k1);
+
+	struct rx r = { .size = 24 };
+	flit_ctx *ctx = ctx_new(0, "receiver.rdma.retry_ms = 50\n");
+	flit_sub *s = sub_new(ctx, "t.src", port, NULL, &r);
+	CHECK(poll_until(ctx, &r.got, 500, 60000), "got %llu of 500", (unsigned long long)r.got);
+	uint32_t first_session = r.session;
+	kill(k1.pid, SIGKILL);
+	CHECK(kid_wait(&k1, 10000) == 128 + SIGKILL, "the source did not die");
+	CHECK(poll_until(ctx, &r.eos, 1, 30000), "no EOS after the source died");
+	CHECK(r.died == 1, "EOS without FLIT_MSGF_SOURCE_DIED");
+	CHECK(!r.bad && r.next == 500, "bad %llu (%s), next %llu", (unsigned long long)r.bad, r.why,
+	      (unsigned long long)r.next);
+
+	kid_start(&k2); /* the source comes back: a new session, from 0 */
+	r.started = false;
+	CHECK(poll_until(ctx, &r.bos, 2, 60000), "no BOS from the new source");
+	CHECK(r.session != first_session, "the same session id again");
+	CHECK(poll_until(ctx, &r.eos, 2, 60000), "the new source's clean EOS (got %llu)",
+	      (unsigned long long)r.got);
+	CHECK(r.died == 1 && !r.bad && r.got == 800 && r.first == 0 && r.next == 300,
+	      "died %llu bad %llu (%s) got %llu next %llu", (unsigned long long)r.died,
+	      (unsigned long long)r.bad, r.why, (unsigned long long)r.got, (unsigned long long)r.next);
+	CHECK(kid_wait(&k2, 30000) == 0, "the second source failed");
+	flit_sub_close(s);
+	flit_ctx_close(ctx);
+	return 0;
+}
+
+static void source_death_ends_session_receiver_reconnects(void **state)
+{
+	(void)state;
+	isolated(case_source_dies, 150000);
+}
+
+/* ---- cases: one process -------------------------------------------------------- */
+
+/* A receiver that stops polling: after its buffers (depth; one goes to
+ * INFO, one is kept for END) the source says FLIT_BACK_PRESSURED and sends
+ * nothing; once it polls again everything arrives, in order, and sending
+ * resumes. */
+static int case_credits(void)
+{
+	unsigned port = new_port();
+	const unsigned depth = 8;
+	char extra[64];
+	struct rx r = { .size = 16 };
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, NULL);
+	flit_pub *p = pub_new(pc, "t.credits", NULL);
+	snprintf(extra, sizeof(extra), "rdma.depth = %u\n", depth);
+	flit_sub *s = sub_new(rc, "t.credits", port, extra, &r);
+	CHECK(poll_until(rc, &r.bos, 1, 30000), "BOS");
+	CHECK(wait_receivers(p, rc, 1, 30000), "connected");
+
+	uint64_t seq = 0;
+	for (int round = 0; round < 20; round++) {
+		unsigned char buf[16];
+		unsigned ok = 0, refused = 0;
+		/* the receiver does not poll: the source runs out.  (The
+		 * credits it returned last round may still be on the way: the
+		 * first send may wait for them.) */
+		for (uint64_t end = tl_now_ms() + 10000; refused < 1000;) {
+			tl_fill(buf, sizeof(buf), seq);
+			int rc2 = flit_pub_send(p, buf, sizeof(buf));
+			CHECK(rc2 == FLIT_OK || rc2 == FLIT_BACK_PRESSURED, "status %d", rc2);
+			if (rc2 == FLIT_OK) {
+				seq++;
+				ok++;
+				refused = 0;
+			} else if (ok) {
+				refused++;
+			} else {
+				CHECK(tl_now_ms() < end, "round %d: nothing sent after the receiver caught up", round);
+				usleep(100);
+			}
+		}
+		CHECK(ok <= depth - (round == 0 ? 2 : 1), "%u messages went into %u buffers", ok, depth);
+		/* the receiver catches up: everything so far, in order */
+		CHECK(poll_until(rc, &r.got, seq, 30000), "got %llu of %llu", (unsigned long long)r.got,
+		      (unsigned long long)seq);
+		/* and returns its buffers (written within a millisecond) */
+		for (uint64_t end = tl_now_ms() + 50; tl_now_ms() < end;)
+			flit_ctx_poll(rc, 0);
+	}
+	CHECK(!r.bad && r.next == seq, "bad %llu (%s)", (unsigned long long)r.bad, r.why);
+	struct flit_counters c = { .sz = sizeof(c) };
+	CHECK(flit_ctx_counters(pc, &c) == 0 && c.back_pressured >= 20 * 1000, "back_pressured %llu",
+	      (unsigned long long)c.back_pressured);
+	flit_pub_close(p);
+	CHECK(poll_until(rc, &r.eos, 1, 30000), "EOS");
+	CHECK(!r.died, "a clean close said the source died");
+	flit_sub_close(s);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static void credit_exhaustion_backpressures_and_recovers(void **state)
+{
+	(void)state;
+	isolated(case_credits, 90000);
+}
+
+/* Larger than the largest message: EMSGSIZE naming the limit; a receiver
+ * whose buffers cannot hold the source's frames is refused, saying so. */
+static int case_too_large(void)
+{
+	unsigned port = new_port();
+	struct rx r = { .size = 16 };
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, "receiver.rdma.retry_ms = 50\n");
+	flit_pub *p = pub_new(pc, "t.big", "rdma.frame_max = 1K\n");
+	size_t max = flit_pub_max_msg(p);
+	CHECK(max > 900 && max < 1024, "max_msg %zu", max);
+	static unsigned char big[4096];
+	int rc2 = flit_pub_send(p, big, max + 1);
+	CHECK(rc2 == -EMSGSIZE, "send of max + 1: %d", rc2);
+	CHECK(strstr(flit_errmsg(), "exceeds") && strstr(flit_errmsg(), "frame_max"),
+	      "message: %s", flit_errmsg());
+	void *buf;
+	CHECK(flit_pub_claim(p, max + 1, &buf) == -EMSGSIZE, "claim of max + 1");
+
+	/* 512-byte buffers for 1K frames: refused, with the reason */
+	flit_sub *s = sub_new(rc, "t.big", port, "rdma.frame_max = 512\n", &r);
+	for (uint64_t end = tl_now_ms() + 20000; !logged("frames are up to 1024 bytes") && tl_now_ms() < end;)
+		flit_ctx_poll(rc, 0);
+	CHECK(logged("frames are up to 1024 bytes"), "no clear refusal logged:\n%s", log_text);
+	CHECK(flit_pub_receivers(p) == 0 && r.bos == 0, "connected anyway");
+	flit_sub_close(s);
+
+	/* buffers of the right size: it works, up to max exactly */
+	struct rx r2 = { .size = max };
+	s = sub_new(rc, "t.big", port, "rdma.frame_max = 1K\n", &r2);
+	CHECK(poll_until(rc, &r2.bos, 1, 30000), "BOS");
+	CHECK(wait_receivers(p, rc, 1, 30000), "connected");
+	for (uint64_t i = 0; i < 50; i++)
+		CHECK(send_one(p, rc, i, max, 30000, NULL), "send");
+	CHECK(poll_until(rc, &r2.got, 50, 30000) && !r2.bad, "got %llu, bad %llu (%s)",
+	      (unsigned long long)r2.got, (unsigned long long)r2.bad, r2.why);
+	flit_sub_close(s);
+	flit_pub_close(p);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static void message_larger_than_negotiated_size_is_refused_clearly(void **state)
+{
+	(void)state;
+	isolated(case_too_large, 90000);
+}
+
+/* Nobody listens on that port: a clear message, retries, and no call that
+ * blocks (each poll returns within a second). */
+static int case_no_listener(void)
+{
+	unsigned port = new_port();
+	struct rx r = { .size = 16 };
+	flit_ctx *rc = ctx_new(0, NULL);
+	flit_sub *s = sub_new(rc, "t.nobody", port, NULL, &r);
+	uint64_t worst = 0;
+	for (uint64_t end = tl_now_ms() + 20000; !logged("no listener") && tl_now_ms() < end;) {
+		uint64_t t0 = tl_now_ms();
+		CHECK(flit_ctx_poll(rc, 0) >= 0, "poll");
+		if (tl_now_ms() - t0 > worst)
+			worst = tl_now_ms() - t0;
+	}
+	CHECK(logged("no listener"), "no clear message:\n%s", log_text);
+	CHECK(worst < 1000, "a poll took %llu ms", (unsigned long long)worst);
+	CHECK(r.bos == 0, "BOS from nowhere");
+	flit_sub_close(s);
+
+	/* a listener, but not that topic: refused, said so; the source
+	 * appears later and the receiver's retry finds it */
+	flit_ctx *pc = ctx_new(port, NULL);
+	flit_pub *other = pub_new(pc, "t.other", NULL);
+	s = sub_new(rc, "t.later", port, NULL, &r);
+	for (uint64_t end = tl_now_ms() + 20000; !logged("no source of that topic") && tl_now_ms() < end;)
+		flit_ctx_poll(rc, 0);
+	CHECK(logged("no source of that topic"), "no clear message:\n%s", log_text);
+	flit_pub *p = pub_new(pc, "t.later", NULL);
+	CHECK(poll_until(rc, &r.bos, 1, 30000), "the late source was not found");
+	CHECK(wait_receivers(p, rc, 1, 30000) && flit_pub_receivers(other) == 0, "receivers");
+	flit_sub_close(s);
+	flit_pub_close(p);
+	flit_pub_close(other);
+	flit_ctx_close(pc);
+	flit_ctx_close(rc);
+	return 0;
+}
+
+static void connect_without_listener_fails_clearly_and_never_hangs(void **state)
+{
+	(void)state;
+	isolated(case_no_listener, 90000);
+}
+
+/* RDMA WRITE with immediate, claim/commit (zero-copy into the registered
+ * slot), timestamps and batching: the same frames, all delivered, in
+ * order; a clean close is an EOS without SOURCE_DIED. */
+static int case_write_mode(void)
+{
+	unsigned port = new_port();
+	struct rx r = { .size = 48 }, rb = { .size = 48 };
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, "receiver.timestamps = true\n");
+	flit_pub *p = pub_new(pc, "t.write", "rdma.mode = write\ntimestamps = true\n");
+	flit_pub *pb = pub_new(pc, "t.writeb", "rdma.mode = write\nbatch = true\n");
+	flit_sub *s = sub_new(rc, "t.write", port, NULL, &r);
+	flit_sub *sb = sub_new(rc, "t.writeb", port, NULL, &rb);
+	CHECK(poll_until(rc, &r.bos, 1, 30000) && poll_until(rc, &rb.bos, 1, 30000), "BOS");
+	CHECK(wait_receivers(p, rc, 1, 30000) && wait_receivers(pb, rc, 1, 30000), "connected");
+	for (uint64_t i = 0; i < 3000; i++) {
+		void *buf;
+		int rc2;
+		while ((rc2 = flit_pub_claim(p, 48, &buf)) > 0)
+			flit_ctx_poll(rc, 0);
+		CHECK(rc2 == 0, "claim");
+		tl_fill(buf, 48, i);
+		CHECK(flit_pub_commit(p, 48) == 0, "commit");
+		CHECK(send_one(pb, rc, i, 48, 30000, NULL), "batched send");
+	}
+	CHECK(flit_pub_flush(pb) >= 0, "flush");
+	flit_pub_close(p);
+	flit_pub_close(pb);
+	CHECK(poll_until(rc, &r.eos, 1, 30000) && poll_until(rc, &rb.eos, 1, 30000), "EOS");
+	CHECK(!r.bad && !rb.bad && r.got == 3000 && rb.got == 3000, "claim: %llu bad (%s); batched: %llu bad (%s)",
+	      (unsigned long long)r.bad, r.why, (unsigned long long)rb.bad, rb.why);
+	CHECK(!r.died && !rb.died, "a clean close said the source died");
+	flit_sub_close(s);
+	flit_sub_close(sb);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static void write_mode_zero_copy_batching_deliver_everything(void **state)
+{
+	(void)state;
+	isolated(case_write_mode, 90000);
+}
+
+/* This host's RDMA address: $FLIT_RDMA_IP, else the IPv4-mapped GID of the
+ * first active port (RoCE). */
+static bool local_addr(char *buf, size_t len)
+{
+	const char *e = getenv("FLIT_RDMA_IP");
+	char path[512], line[128];
+	unsigned a, b, c, d;
+	struct dirent *de;
+	DIR *dir;
+	bool found = false;
+
+	if (e && *e) {
+		snprintf(buf, len, "%s", e);
+		return true;
+	}
+	dir = opendir("/sys/class/infiniband");
+	while (dir && !found && (de = readdir(dir))) {
+		for (int g = 0; de->d_name[0] != '.' && !found && g < 16; g++) {
+			snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gids/%d", de->d_name, g);
+			FILE *f = fopen(path, "r");
+			if (!f)
+				break;
+			if (fgets(line, sizeof(line), f) &&
+			    sscanf(line, "0000:0000:0000:0000:0000:ffff:%2x%2x:%2x%2x", &a, &b, &c, &d) == 4) {
+				snprintf(buf, len, "%u.%u.%u.%u", a, b, c, d);
+				found = true;
+			}
+			fclose(f);
+		}
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+/* ---- the wire: connection messages (no device needed) ---------------------- */
+
+static void wire_messages_round_trip_and_refuse_malformed(void **state)
+{
+	uint8_t b[64];
+	(void)state;
+
+	struct flit_rdma_req q = { .flags = FLIT_RDMA_REQF_RING, .domain = 0x933b5bde,
+				   .topic_hash = flit_rdma_topic_hash("md.eur"), .depth = 64,
+				   .buf_size = 16384, .ring_addr = 0x7f0012345000ull, .ring_rkey = 0xabcd };
+	struct flit_rdma_req q2;
+	unsigned ver;
+	flit_rdma_req_encode(b, &q);
+	assert_int_equal(b[0], 'F');
+	assert_int_equal(b[1], 'R');
+	assert_int_equal(b[2], 1);
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), 0);
+	assert_memory_equal(&q.topic_hash, &q2.topic_hash, 8);
+	assert_int_equal(q2.depth, 64);
+	assert_int_equal(q2.buf_size, 16384);
+	assert_int_equal(q2.ring_rkey, 0xabcd);
+	assert_true(q2.ring_addr == q.ring_addr);
+	/* rdma_cm pads private data with zeros: longer is fine */
+	memset(b + FLIT_RDMA_REQ_LEN, 0, sizeof(b) - FLIT_RDMA_REQ_LEN);
+	assert_int_equal(flit_rdma_req_decode(b, 56, &q2, &ver), 0);
+	/* short, foreign, other version, bad fields */
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN - 1, &q2, &ver), -EPROTO);
+	assert_int_equal(flit_rdma_req_decode(b, 3, &q2, &ver), -EPROTO);
+	b[2] = 2;
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EPROTO);
+	assert_int_equal(ver, 2);
+	b[2] = 1;
+	b[0] = 'X';
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EPROTO);
+	assert_int_equal(ver, 0);
+	b[0] = 'F';
+	b[3] = 0x80;
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EINVAL);
+	b[3] = 1;
+	q.depth = 0;
+	flit_rdma_req_encode(b, &q);
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EINVAL);
+	q.depth = 64;
+	q.buf_size = 1000; /* not a multiple of 64 */
+	flit_rdma_req_encode(b, &q);
+	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EINVAL);
+
+	struct flit_rdma_rep p = { .mode = FLIT_RDMA_WIRE_WRITE, .session_id = 0x12345678,
+				   .credit_addr = 0x55aa00001000ull, .credit_rkey = 7, .frame_max = 8192,
+				   .depth = 64 }, p2;
+	flit_rdma_rep_encode(b, &p);
+	assert_int_equal(flit_rdma_rep_decode(b, FLIT_RDMA_REP_LEN, &p2), 0);
+	assert_int_equal(p2.mode, FLIT_RDMA_WIRE_WRITE);
+	assert_int_equal(p2.session_id, 0x12345678);
+	assert_true(p2.credit_addr == p.credit_addr);
+	assert_int_equal(p2.frame_max, 8192);
+	b[3] = 3; /* unknown mode */
+	assert_int_equal(flit_rdma_rep_decode(b, FLIT_RDMA_REP_LEN, &p2), -EINVAL);
+	assert_int_equal(flit_rdma_rep_decode(b, 10, &p2), -EPROTO);
+
+	struct flit_rdma_rej_msg j = { .reason = FLIT_RDMA_REJ_FRAME, .value = 65536 }, j2;
+	flit_rdma_rej_encode(b, &j);
+	assert_int_equal(flit_rdma_rej_decode(b, FLIT_RDMA_REJ_LEN, &j2), 0);
+	assert_int_equal(j2.reason, FLIT_RDMA_REJ_FRAME);
+	assert_int_equal(j2.value, 65536);
+	memset(b, 0, sizeof(b)); /* an IB CM reject without our payload */
+	assert_int_equal(flit_rdma_rej_decode(b, 148, &j2), -EPROTO);
+	assert_non_null(strstr(flit_rdma_rej_str(FLIT_RDMA_REJ_NO_TOPIC), "no source"));
+
+	/* FNV-1a 64 reference values */
+	assert_true(flit_rdma_topic_hash("") == 0xcbf29ce484222325ull);
+	assert_true(flit_rdma_topic_hash("a") == 0xaf63dc4c8601ec8cull);
+}
+
+int main(void)
+{
+	const struct CMUnitTest wire[] = {
+		cmocka_unit_test(wire_messages_round_trip_and_refuse_malformed),
+	};
+	const struct CMUnitTest verbs[] = {
+		cmocka_unit_test(message_larger_than_negotiated_size_is_refused_clearly),
+		cmocka_unit_test(connect_without_listener_fails_clearly_and_never_hangs),
+		cmocka_unit_test(credit_exhaustion_backpressures_and_recovers),
+		cmocka_unit_test(write_mode_zero_copy_batching_deliver_everything),
+		cmocka_unit_test(rc_pubsub_100k_messages_in_order_between_processes),
+		cmocka_unit_test(two_subscribers_on_one_source_get_every_message),
+		cmocka_unit_test(dead_subscriber_is_dropped_others_continue_new_one_connects),
+		cmocka_unit_test(source_death_ends_session_receiver_reconnects),
+	};
+	int n = 0, fails = cmocka_run_group_tests_name("rdma wire", wire, NULL, NULL);
+	struct ibv_device **l = ibv_get_device_list(&n);
+
+	if (l)
+		ibv_free_device_list(l);
+	if (!l || n <= 0) {
+		if (fails)
+			return 1;
+		printf("SKIP: no RDMA device (ibv_get_device_list found none%s%s: no RDMA NIC or "
+		       "Soft-RoCE device here; tests/test_rdma_vm.sh runs this in a Soft-RoCE guest)\n",
+		       l ? "" : ": ", l ? "" : strerror(errno));
+		return 77;
+	}
+	if (!local_addr(addr, sizeof(addr))) {
+		printf("SKIP: an RDMA device, but no port with an IPv4 address (set FLIT_RDMA_IP)\n");
+		return fails ? 1 : 77;
+	}
+	port_next = 30000 + (unsigned)(getpid() % 1000) * 16;
+	printf("# RDMA address %s, ports from %u\n", addr, port_next);
+	fflush(stdout);
+	return fails + cmocka_run_group_tests_name("rdma", verbs, NULL, NULL);
+}
+
+#else /* !FLIT_HAVE_RDMA */
+
+int main(void)
+{
+	/* -t rdma must say why it cannot work, not fail obscurely */
+	FLIT_OPTS(flit_ctx_opts, o, .config = "context.transports = shm,rdma\n");
+	flit_ctx *ctx = flit_ctx_new(&o);
+	if (ctx || !strstr(flit_errmsg(), "built without RDMA")) {
+		printf("FAIL: context with rdma: %s\n", ctx ? "created" : flit_errmsg());
+		return 1;
+	}
+	printf("SKIP: built without RDMA (libibverbs/librdmacm missing at build time)\n");
+	return 77;
+}
+
+#endif

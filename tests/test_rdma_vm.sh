@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
+# test_rdma_vm — flit's RDMA tests against a real verbs provider.
+#
+# The suite: the harness's verbs_smoke (tests/rdma/verbs_smoke.c: RC SEND,
+# SEND with immediate, RDMA WRITE/READ, UD through an address handle), then
+# $BUILD/tests/test_rdma (the rdma transport's cmocka tests) when it is built.
+# Where it runs:
+#   - on this host, when `ibv_devices` lists a device (real hardware, or an
+#     rxe/siw device set up by hand); FLIT_RDMA_DEVICE, FLIT_RDMA_PORT and
+#     FLIT_RDMA_GID_INDEX choose the device, port and GID (docs/RDMA.md);
+#   - else in a Soft-RoCE guest: Debian's kernel with rdma_rxe under qemu,
+#     chrooted on this host's / (tests/rdma/vm-exec.sh; image cached in
+#     FLIT_RDMA_VM_CACHE, default $BUILD/rdma-vm).  Skips, naming what is
+#     missing, without root, qemu, a static busybox, or the kernel package.
+# FLIT_RDMA_TEST_MODE=host|vm forces one of the two.  The whole run stays
+# inside TEST_TIMEOUT (default 120 s; FLIT_RDMA_VM_TIMEOUT overrides the
+# guest's share): the guest is stopped, with the output so far, before the
+# runner's own timeout would hit.
+# Exit: the suite's status (0 pass, 1 fail, 77 skip with "SKIP: reason");
+# a guest that fails to boot or times out is a failure.
+set -u -o pipefail
+BUILD=${BUILD:-build}
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/rdma/lib.sh"
+SMOKE_SRC=$HERE/rdma/verbs_smoke.c
+SMOKE=$BUILD/tests/rdma/verbs_smoke
+TEST_RDMA=$BUILD/tests/test_rdma
+
+# --suite: run the programs here, on whatever device this machine (host or
+# guest) has; called by the main part below, directly or through vm-exec.sh.
+if [ "${1:-}" = --suite ]; then
+	ulimit -l unlimited 2>/dev/null ||
+		echo "# ulimit -l: $(ulimit -l) KiB (memory registration may fail; docs/RDMA.md)"
+	echo "# devices: $(rdma_host_devices | tr '\n' ' ')"
+	echo "== verbs_smoke"
+	"$SMOKE"; src=$?
+	if [ ! -x "$TEST_RDMA" ]; then
+		echo "# $TEST_RDMA not built: the harness's verbs smoke test only"
+		exit $src
+	fi
+	echo "== test_rdma"
+	"$TEST_RDMA"; trc=$?
+	if [ $src -ne 0 ] && [ $src -ne 77 ]; then
+		echo "FAIL: verbs_smoke exit $src (the verbs provider itself fails here)"
+		exit 1
+	fi
+	exit $trc
+fi
+
+T0=$(now_ms)
+
+# the smoke program: rebuilt when its source is newer
+if [ ! -x "$SMOKE" ] || [ "$SMOKE_SRC" -nt "$SMOKE" ]; then
+	[ -e /usr/include/infiniband/verbs.h ] ||
+		{ echo "SKIP: libibverbs headers missing (apt-get install libibverbs-dev)"; exit 77; }
+	mkdir -p "$(dirname "$SMOKE")"
+	san=; [ "${SAN:-0}" = 1 ] && san="-fsanitize=address,undefined -fno-omit-frame-pointer"
+	${CC:-cc} -std=gnu11 -O2 -g -Wall -Wextra -Werror $san -o "$SMOKE" "$SMOKE_SRC" -libverbs ||
+		{ echo "FAIL: cannot build $SMOKE"; exit 1; }
+fi
+
+mode=${FLIT_RDMA_TEST_MODE:-auto}
+case $mode in
+auto) if [ -n "$(rdma_host_devices)" ]; then mode=host; else mode=vm; fi ;;
+host|vm) ;;
+*) echo "FAIL: FLIT_RDMA_TEST_MODE='$mode' (auto, host or vm)"; exit 1 ;;
+esac
+
+if [ "$mode" = host ]; then
+	echo "# on this host's RDMA device(s): $(rdma_host_devices | tr '\n' ' ')"
+	exec bash "$0" --suite
+fi
+
+if why=$(rdma_vm_missing); then
+	echo "SKIP: no RDMA device here, and no Soft-RoCE guest: $why"
+	exit 77
+fi
+budget=${FLIT_RDMA_VM_TIMEOUT:-$(( ${TEST_TIMEOUT:-120} - 6 ))}
+echo "# no RDMA device on this host: running the suite in a Soft-RoCE guest (limit ${budget}s)"
+out=$("$HERE/rdma/build-image.sh" 2>&1); rc=$?
+echo "$out" | sed 's/^/# /'
+case $rc in
+0) ;;
+77) echo "$out" | grep '^SKIP:' | tail -1; exit 77 ;;
+*) echo "FAIL: the guest image could not be built (exit $rc)"; exit 1 ;;
+esac
+left=$(( budget - ($(now_ms) - T0) / 1000 ))
+[ "$left" -ge 30 ] || left=30
+rm -rf "$BUILD/test-logs/rdma-vm"
+"$HERE/rdma/vm-exec.sh" --timeout "$left" --logdir "$BUILD/test-logs/rdma-vm" -- bash "$0" --suite
+rc=$?
+secs=$(( ($(now_ms) - T0) / 1000 ))
+case $rc in
+0|1|77) ;;
+124) echo "FAIL: the guest ran out of time after ${secs}s (limit ${left}s: raise TEST_TIMEOUT;" \
+          "console in $BUILD/test-logs/rdma-vm)"; exit 1 ;;
+125) echo "FAIL: the Soft-RoCE guest failed (console in $BUILD/test-logs/rdma-vm)"; exit 1 ;;
+esac
+echo "# guest run: ${secs}s in all, exit $rc"
+exit $rc
