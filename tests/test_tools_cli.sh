@@ -10,7 +10,7 @@
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
 D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
-TOOLS="flit-floor flit-pong flit-thru flit-pub flit-sub"
+TOOLS="flit-floor flit-pong flit-thru flit-pub flit-sub flit-load"
 for t in $TOOLS; do
   [ -x "$D/$t" ] || { echo "SKIP: $D/$t not built (make tools)"; exit 77; }
 done
@@ -55,6 +55,7 @@ expect 2 flit-pong --count
 expect 2 flit-thru -s
 expect 2 flit-pub topic msg --wait-receivers
 expect 2 flit-sub topic --timeout
+expect 2 flit-load --rates
 # missing operand / extra operand
 expect 2 flit-pub
 expect 2 flit-pub topic

@@ -1,0 +1,1479 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * flit-load: latency under a rate-controlled load, with reflected pings (the
+ * lbmpubload / lbmsubload method of 29West / Ultra Messaging).
+ *
+ * The publisher sends a stream on "<prefix>.load" at a requested rate; the
+ * subscriber checks each message's sequence number, discards load messages
+ * and republishes every ping at once on "<prefix>.reply", where the
+ * publisher reads it back.  One sample = (arrival of the reflection - the
+ * send time the ping carries) / 2, both read by the publisher on its CPU.
+ *
+ * The rate loop (outer/inner loop with catch-up): the outer loop reads the
+ * clock, computes how many messages should have been sent by now at the
+ * requested rate (message i is due i/rate seconds after the start), sends
+ * the ones not sent yet as one batch (at most --max-batch), flushes the
+ * source, polls its context for reflections, and spins (or, with --sleep,
+ * sleeps until the next message is due).  A stall is made up by larger
+ * batches afterwards, so the schedule, not the loop's speed, sets the rate.
+ *
+ * Pings: about --ping-rate per second, one in each interval of rate /
+ * ping_rate messages, at a uniformly random position in it, so that a ping's
+ * place in the catch-up batch and in a transport batch (a datagram, a
+ * batched shm frame) varies and does not alias with the batching.
+ *
+ * A point (size, rate) runs a warm-up, then the measured messages: those due
+ * in the --duration after it.  Achieved rate = measured messages / (time
+ * from when the first was due to when the last was sent): the sender keeping
+ * up gives the requested rate, a stall it made up for costs nothing, a
+ * sender that cannot keep up shows.  A sender still behind its schedule
+ * without a break for the last 5 % of the point (at least 25 ms) makes the
+ * point CPU-bound (the backlog is not sent then), and the sweep of that size
+ * stops there.
+ *
+ * Payload: the first 8 bytes are kind (top byte: load, ping, hello, end,
+ * bye) and the stream sequence number (56 bits, every message after the
+ * start-up counts); a ping carries its send time (TSC ticks) in bytes 8..15.
+ * The rest is a fixed pattern (not checked: the subscriber's check must stay
+ * cheap).  At the end of each point the publisher sends "end", and the
+ * subscriber answers with its counters (messages, gaps, duplicates, bad
+ * messages, reflections): every ping sent before "end" has been reflected
+ * by then (both streams are in order), so a ping missing is lost.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <flit/hist.h>
+
+#include "tool.h"
+
+static const char usage[] =
+"Usage: flit-load [-t TRANSPORT] [-s SIZES] [-r RATES] [-d SECONDS] [options]\n"
+"Latency under load: messages at a requested rate with pings among them,\n"
+"reflected by the subscriber; RTT/2 per ping.  The subscriber is forked\n"
+"unless --role is given.\n"
+"\n"
+"  -t, --transport T      shm (default), udp, xdp, rdma; every context gets\n"
+"                         context.transports = T (shm opens no socket)\n"
+"  -s, --sizes LIST       message sizes, 16 .. 16M, e.g. \"32 128 256 512 1024\"\n"
+"                         (the default; blanks or commas; suffixes K M)\n"
+"  -r, --rates LIST       offered rates in msgs/s, e.g. \"100k 500k 1M 2M\" (the\n"
+"                         default; suffixes k M G x1000, fractions: 1.5M);\n"
+"                         run in increasing order\n"
+"  -d, --duration S       measured seconds per point (default 2)\n"
+"  -w, --warmup S         unmeasured seconds at the rate first (default 0.25)\n"
+"  -P, --ping-rate N      pings per second (default 5000; at most one ping\n"
+"                         per message)\n"
+"  -B, --max-batch N      most messages sent per wake-up, 1 .. 1M (default 256)\n"
+"      --sleep            sleep until the next message is due instead of\n"
+"                         spinning (a wake-up costs ~40 us on some VMs)\n"
+"      --no-batch         one transport frame per message (default: the\n"
+"                         source batches, source.batch = true, and each\n"
+"                         catch-up batch is flushed)\n"
+"  -c, --cpus A,B         pin the publisher to CPU A, the subscriber to B\n"
+"                         (default: the first two CPUs this process may use)\n"
+"  -T, --timeout S        give up when start-up, an end-of-point answer or a\n"
+"                         stalled send takes longer than S seconds (default\n"
+"                         10; udp start-up: at least 2)\n"
+"  -C, --config LINE      a config line for every context (repeatable; after\n"
+"                         the tool's own lines, see docs/CONFIG.md)\n"
+"      --netns NAME       run in network namespace NAME (the forked\n"
+"                         subscriber too, unless --peer-netns); needs root\n"
+"      --peer-netns NAME  the forked subscriber runs in network namespace\n"
+"                         NAME; not with --role\n"
+"  -R, --role R           run only one side: pub or sub (two commands; start\n"
+"                         the sub first)\n"
+"  -p, --peer-topic-prefix P\n"
+"                         topics are P.load and P.reply (default with --role:\n"
+"                         flit-load; without: flit-load.<pid>)\n"
+"  -j, --json             one JSON object per point on stdout (header to\n"
+"                         stderr)\n"
+"      --csv              CSV on stdout, a header line first (header to stderr)\n"
+"  -H, --hist             after each point, a log2 histogram of RTT/2 (on the\n"
+"                         header's stream)\n"
+"  -v, --verbose          library messages to stderr (-vv: debug)\n"
+"  -h, --help             this text\n"
+"\n"
+"Table: per message size, one row per rate: Msgs/sec (offered), Min, Mean,\n"
+"Median, 99.9%, Max, StdDev of RTT/2 in microseconds, the achieved rate,\n"
+"pings measured and lost; \"CPU-bound after X msgs/sec\" ends a size's sweep\n"
+"when the sender could not keep up (behind its schedule without a break for\n"
+"the last 5 % of the point, at least 25 ms).\n"
+"\n"
+"Exit status: 0 ok, 1 runtime failure (on shm also: a ping lost, a sequence\n"
+"gap or duplicate), 2 usage error.\n";
+
+/* ---- payload ------------------------------------------------------------------ */
+
+#define KIND_SHIFT 56
+#define SEQ_MASK   ((1ull << KIND_SHIFT) - 1)
+
+enum kind {
+	K_LOAD = 'L',
+	K_PING = 'P',
+	K_HELLO = 'H',  /* start-up, outside the stream; echoed */
+	K_END = 'E',    /* end of a point: answered with the subscriber's counters */
+	K_BYE = 'B',    /* echoed; the subscriber exits */
+};
+
+/* Smallest message: kind + sequence, then the ping's send time. */
+#define MIN_SIZE 16
+
+/* The subscriber's answer to K_END: word 0 echoes the end message. */
+enum {
+	REP_WORD0, REP_POINT, REP_MSGS, REP_GAPS, REP_DUPES, REP_BAD, REP_PINGS,
+	REP_LOST, REP_REPLY_BP, REP_NAKS_SENT, REP_RETX_RECEIVED, REP_WORDS
+};
+
+static inline uint64_t ld64(const void *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline void st64(void *p, uint64_t v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+static inline uint64_t word0(enum kind k, uint64_t seq)
+{
+	return (uint64_t)k << KIND_SHIFT | (seq & SEQ_MASK);
+}
+
+/* ---- options ------------------------------------------------------------------ */
+
+#define MAX_LIST 16
+/* Spins between clock checks in the wait loops. */
+#define CHECK_EVERY 0x3fffu
+/* udp start-up waits at least this long (topic resolution: 10-100 ms). */
+#define NET_STARTUP_MIN_S 2.0
+/* A point is CPU-bound when the sender has been behind its schedule without
+ * a break for the last BEHIND_FRAC of the duration (at least BEHIND_MIN_S):
+ * its backlog kept growing.  (Not "achieved < 98 %" alone: on a shared VM a
+ * sender preempted for a few ms just before the end misses that on a short
+ * point while it keeps up with ease; a sender that cannot keep up is behind
+ * from the moment it falls behind to the end.) */
+#define BEHIND_FRAC 0.05
+#define BEHIND_MIN_S 0.025
+/* Pings in flight, at most (a power of two). */
+#define FIFO_CAP (1u << 16)
+
+enum role { ROLE_BOTH, ROLE_PUB, ROLE_SUB };
+
+struct options {
+	const char *transport;
+	size_t sizes[MAX_LIST];
+	int nsizes;
+	double rates[MAX_LIST];
+	int nrates;
+	double duration_s, warmup_s, ping_rate, timeout_s;
+	uint64_t max_batch;
+	bool sleep, batch, json, csv, hist;
+	int cpus[2], ncpus;
+	enum role role;
+	char prefix[FLIT_TOPIC_MAX - 8];
+	int verbose;
+	struct tool_config config;      /* every context's inline config */
+	const char *netns, *peer_netns;
+	bool net;                       /* a network transport (not shm) */
+};
+
+static void pin(int cpu)
+{
+	int rc = tool_pin_cpu(cpu);
+
+	if (rc)
+		tool_fail("pinning to CPU %d: %s", cpu, strerror(-rc));
+}
+
+/* A source: shm paced (lossless: a lost ping means a bug), batched or not. */
+static flit_pub *open_pub(flit_ctx *ctx, const struct options *o,
+			  const char *topic, bool batch)
+{
+	char config[96];
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
+
+	snprintf(config, sizeof(config), "batch = %s\n%s", batch ? "true" : "false",
+		 strcmp(o->transport, "shm") ? "" : "shm.mode = paced\n");
+	return flit_pub_new(ctx, topic, &popts);
+}
+
+/* ---- subscriber side ---------------------------------------------------------- */
+
+struct sub_state {
+	const struct tool_clock *clk;
+	flit_ctx *ctx;
+	flit_pub *reply;
+	uint64_t timeout_ticks;
+	uint64_t next;          /* stream sequence number expected */
+	/* the library's sequence number of stream message 0 (the source
+	 * numbers the start-up hellos too): a LOSS range is not a gap */
+	uint64_t base;
+	bool based;
+	uint64_t msgs, gaps, dupes, bad, pings, lost, reply_bp;
+	bool bye, pub_gone, pub_died, pub_known;
+	uint32_t pub_session;
+	int err;                /* first reflection failure, -errno or status */
+	char errmsg[256];
+};
+
+/* Send on the reply topic at once; back-pressure is brief (the publisher
+ * polls its replies whenever it waits), but bound it all the same. */
+static void sub_reflect(struct sub_state *s, const void *data, size_t len)
+{
+	uint64_t spins = 0, t0 = 0;
+	int rc;
+
+	while ((rc = flit_pub_send(s->reply, data, len)) == FLIT_BACK_PRESSURED ||
+	       rc == FLIT_NOT_CONNECTED) {
+		s->reply_bp++;
+		if ((++spins & CHECK_EVERY) == 0) {
+			uint64_t now = tool_now(s->clk);
+
+			if (!t0)
+				t0 = now;
+			else if (now - t0 > s->timeout_ticks)
+				break;
+		}
+	}
+	if (rc == FLIT_OK)
+		rc = flit_pub_flush(s->reply);
+	if (rc && !s->err) {
+		s->err = rc;
+		snprintf(s->errmsg, sizeof(s->errmsg), "reflecting a %zu-byte message: %s",
+			 len, rc < 0 ? flit_errmsg() : flit_strstatus(rc));
+	}
+}
+
+static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct sub_state *s = arg;
+	uint64_t w, seq, rep[REP_WORDS];
+	struct flit_counters ctr = { .sz = sizeof(ctr) };
+
+	(void)sub;
+	switch (m->kind) {
+	case FLIT_MSG_DATA:
+		break;
+	case FLIT_MSG_EOS:
+		if (s->pub_known && m->session_id == s->pub_session) {
+			s->pub_gone = true;
+			s->pub_died = m->flags & FLIT_MSGF_SOURCE_DIED;
+		}
+		return;
+	case FLIT_MSG_LOSS:
+		s->lost += m->lost;
+		if (s->based && m->seq == s->base + s->next)
+			s->next += m->lost;
+		return;
+	default:
+		return;
+	}
+	if (m->len < MIN_SIZE) {
+		s->bad++;
+		return;
+	}
+	if (!s->pub_known) {
+		s->pub_known = true;
+		s->pub_session = m->session_id;
+	}
+	w = ld64(m->data);
+	seq = w & SEQ_MASK;
+	if (w >> KIND_SHIFT == K_HELLO) {
+		sub_reflect(s, m->data, m->len);
+		return;
+	}
+	/* The stream: one compare per message. */
+	if (!s->based) {
+		s->based = true;
+		s->base = m->seq - seq;
+	}
+	s->msgs++;
+	if (seq == s->next) {
+		s->next++;
+	} else if (seq > s->next) {
+		s->gaps += seq - s->next;
+		s->next = seq + 1;
+	} else {
+		s->dupes++;
+	}
+	switch (w >> KIND_SHIFT) {
+	case K_LOAD:
+		return;
+	case K_PING:
+		s->pings++;
+		sub_reflect(s, m->data, m->len);
+		return;
+	case K_END:
+		rep[REP_WORD0] = w;
+		rep[REP_POINT] = ld64((const uint8_t *)m->data + 8);
+		rep[REP_MSGS] = s->msgs;
+		rep[REP_GAPS] = s->gaps;
+		rep[REP_DUPES] = s->dupes;
+		rep[REP_BAD] = s->bad;
+		rep[REP_PINGS] = s->pings;
+		rep[REP_LOST] = s->lost;
+		rep[REP_REPLY_BP] = s->reply_bp;
+		/* network transports: what reliability had to do */
+		if (flit_ctx_counters(s->ctx, &ctr))
+			memset(&ctr, 0, sizeof(ctr));
+		rep[REP_NAKS_SENT] = ctr.naks_sent;
+		rep[REP_RETX_RECEIVED] = ctr.retx_received;
+		sub_reflect(s, rep, sizeof(rep));
+		return;
+	case K_BYE:
+		sub_reflect(s, m->data, m->len);
+		s->bye = true;
+		return;
+	default:
+		s->bad++;
+	}
+}
+
+/* The subscriber: serve until bye, the publisher's end, or `timeout` of
+ * silence.  Returns the exit status. */
+static int run_sub(const struct options *o, const struct tool_clock *clk,
+		   const char *load_topic, const char *reply_topic)
+{
+	struct sub_state s = { .clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9) };
+	uint64_t spins = 0, idle_since = 0;
+	bool idle = false;
+	flit_ctx *ctx;
+	flit_sub *sub;
+	char err[768];
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = sub_on_msg, .arg = &s);
+
+	ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	if (!ctx)
+		tool_fail("creating the context: %s", err);
+	s.ctx = ctx;
+	s.reply = open_pub(ctx, o, reply_topic, false);
+	if (!s.reply) {
+		snprintf(err, sizeof(err), "%s", flit_errmsg());
+		flit_ctx_close(ctx);
+		tool_fail("publishing '%s' on %s: %s", reply_topic, o->transport, err);
+	}
+	sub = flit_sub_new(ctx, load_topic, &sopts);
+	if (!sub) {
+		snprintf(err, sizeof(err), "%s", flit_errmsg());
+		flit_pub_close(s.reply);
+		flit_ctx_close(ctx);
+		tool_fail("subscribing to '%s': %s", load_topic, err);
+	}
+	while (!s.bye && !s.pub_gone && !s.err) {
+		int n = flit_ctx_poll(ctx, 0);
+
+		if (n < 0) {
+			snprintf(s.errmsg, sizeof(s.errmsg), "polling: %s", flit_errmsg());
+			s.err = n;
+			break;
+		}
+		if (n > 0) {
+			idle = false;
+			continue;
+		}
+		if ((++spins & CHECK_EVERY) == 0) {
+			uint64_t now = tool_now(clk);
+
+			if (!idle) {
+				idle = true;
+				idle_since = now;
+			} else if (now - idle_since > s.timeout_ticks) {
+				snprintf(s.errmsg, sizeof(s.errmsg), "no message on '%s' "
+					 "for %g s", load_topic, o->timeout_s);
+				s.err = -ETIMEDOUT;
+				break;
+			}
+		}
+	}
+	flit_pub_flush(s.reply);
+	flit_sub_close(sub);
+	flit_pub_close(s.reply);
+	flit_ctx_close(ctx);
+	if (s.err)
+		tool_fail("%s", s.errmsg);
+	if (!s.bye)
+		tool_fail("the publisher's source ended before saying bye%s",
+			  s.pub_died ? " (its process died)" : "");
+	if (o->role == ROLE_SUB)
+		printf("# %s: %llu messages, %llu pings reflected, gaps %llu, "
+		       "duplicates %llu, bad %llu, lost %llu\n", tool_name(),
+		       (unsigned long long)s.msgs, (unsigned long long)s.pings,
+		       (unsigned long long)s.gaps, (unsigned long long)s.dupes,
+		       (unsigned long long)s.bad, (unsigned long long)s.lost);
+	return 0;
+}
+
+/* ---- publisher side ------------------------------------------------------------ */
+
+struct ping_rec {
+	uint64_t seq;           /* stream sequence number */
+	uint64_t tsc;           /* send time, tool clock ticks */
+	bool measured;          /* sent in the measured interval */
+};
+
+/* The publisher's view of the replies (callback argument). */
+struct pub_state {
+	const struct tool_clock *clk;
+	flit_hist *hist;        /* RTT of measured pings, ticks */
+	struct ping_rec *fifo;  /* pings sent, not yet reflected */
+	uint64_t head, tail;    /* fifo[head & (FIFO_CAP-1)] .. tail */
+	uint64_t pings_rx;      /* reflections matched */
+	uint64_t pings_lost;    /* never reflected */
+	uint64_t pings_dup;     /* reflections of nothing outstanding */
+	uint64_t bad;           /* replies of wrong length, kind or contents */
+	uint64_t lost_events;   /* messages reported lost (LOSS) on the reply topic */
+	bool hello_seen, bye_seen;
+	bool end_seen;
+	uint64_t end_point;     /* the point an end answer is awaited for */
+	uint64_t rep[REP_WORDS];
+	bool peer_known, peer_gone, peer_died;
+	uint32_t peer_session;
+};
+
+static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct pub_state *s = arg;
+	uint64_t t1 = tool_now(s->clk), w, seq, tsc;
+
+	(void)sub;
+	switch (m->kind) {
+	case FLIT_MSG_DATA:
+		break;
+	case FLIT_MSG_EOS:
+		if (s->peer_known && m->session_id == s->peer_session) {
+			s->peer_gone = true;
+			s->peer_died = m->flags & FLIT_MSGF_SOURCE_DIED;
+		}
+		return;
+	case FLIT_MSG_LOSS:
+		s->lost_events += m->lost;
+		return;
+	default:
+		return;
+	}
+	if (m->len < MIN_SIZE) {
+		s->bad++;
+		return;
+	}
+	if (!s->peer_known) {
+		s->peer_known = true;
+		s->peer_session = m->session_id;
+	}
+	w = ld64(m->data);
+	seq = w & SEQ_MASK;
+	switch (w >> KIND_SHIFT) {
+	case K_PING:
+		tsc = ld64((const uint8_t *)m->data + 8);
+		/* Earlier pings still outstanding were skipped: lost. */
+		while (s->head != s->tail && s->fifo[s->head & (FIFO_CAP - 1)].seq < seq) {
+			s->pings_lost++;
+			s->head++;
+		}
+		if (s->head != s->tail && s->fifo[s->head & (FIFO_CAP - 1)].seq == seq) {
+			const struct ping_rec *r = &s->fifo[s->head & (FIFO_CAP - 1)];
+
+			if (r->tsc != tsc) {
+				s->bad++;
+			} else {
+				s->pings_rx++;
+				if (r->measured)
+					flit_hist_record(s->hist, t1 - tsc);
+			}
+			s->head++;
+		} else {
+			s->pings_dup++;
+		}
+		return;
+	case K_HELLO:
+		s->hello_seen = true;
+		return;
+	case K_END:
+		if (m->len != sizeof(s->rep) ||
+		    ld64((const uint8_t *)m->data + 8 * REP_POINT) != s->end_point) {
+			s->bad++;
+			return;
+		}
+		memcpy(s->rep, m->data, sizeof(s->rep));
+		s->end_seen = true;
+		return;
+	case K_BYE:
+		s->bye_seen = true;
+		return;
+	default:
+		s->bad++;
+	}
+}
+
+/* One point's results. */
+struct point {
+	size_t size;
+	double rate;            /* offered */
+	double achieved;        /* msgs/s over the measured interval */
+	double secs;            /* measured interval */
+	uint64_t sent;          /* measured messages sent */
+	uint64_t pings_sent, pings_rx, pings_lost, pings_dup;
+	uint64_t back_pressured;        /* sends refused (paced shm: the reader) */
+	uint64_t batches;               /* wake-ups that sent something (measured) */
+	uint64_t wakeups;               /* outer loop turns (measured) */
+	uint64_t max_backlog;           /* most messages due and not sent */
+	bool cpu_bound, cut;            /* cut: the backlog was not sent in time */
+	/* the subscriber's counters over this point */
+	uint64_t rx_msgs, gaps, dupes, rx_bad, reflected, reply_bp, loss;
+	uint64_t naks_sent, retx_received;      /* the subscriber's context */
+	uint64_t retransmissions, naks_received; /* the publisher's context */
+	uint64_t bad;                   /* bad replies here */
+	struct tool_stats st;
+};
+
+/* The publisher's run: its objects, and the forked subscriber. */
+struct pub {
+	const struct options *o;
+	const struct tool_clock *clk;
+	flit_ctx *ctx;
+	flit_pub *pub;
+	flit_sub *sub;
+	pid_t child;            /* the forked subscriber, or 0 */
+	uint64_t timeout_ticks;
+	uint64_t seq;           /* next stream sequence number */
+	uint64_t npoint;        /* points run (end messages sent) */
+	uint64_t rng;
+	uint8_t *buf;
+	struct pub_state st;
+	uint64_t prev_rep[REP_WORDS];   /* the previous end answer */
+};
+
+static noreturn TOOL_FMT(2, 3) void pub_fail(struct pub *p, const char *fmt, ...)
+{
+	char msg[512], why[96];
+	int status;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	why[0] = '\0';
+	if (p->child > 0) {
+		if (tool_child_exited(p->child, &status) == 1) {
+			tool_wstatus_str(status, why, sizeof(why));
+		} else {
+			kill(p->child, SIGKILL);
+			waitpid(p->child, &status, 0);
+		}
+		p->child = 0;
+	}
+	flit_sub_close(p->sub);
+	flit_pub_close(p->pub);
+	flit_ctx_close(p->ctx);
+	if (*why)
+		tool_fail("%s (the subscriber process %s)", msg, why);
+	tool_fail("%s", msg);
+}
+
+/* In a wait, every CHECK_EVERY spins: fail after `limit` ticks since t0, or
+ * when the subscriber is gone. */
+static void pub_check_limit(struct pub *p, uint64_t t0, uint64_t limit,
+			    double secs, const char *what)
+{
+	char why[96];
+	int status;
+
+	if (p->child > 0 && tool_child_exited(p->child, &status) == 1) {
+		p->child = 0;
+		pub_fail(p, "%s: the subscriber process %s", what,
+			 tool_wstatus_str(status, why, sizeof(why)));
+	}
+	if (p->st.peer_gone)
+		pub_fail(p, "%s: the subscriber's source ended%s", what,
+			 p->st.peer_died ? " (its process died)" : "");
+	if (tool_now(p->clk) - t0 > limit)
+		pub_fail(p, "%s: no progress within %g s", what, secs);
+}
+
+static void pub_check(struct pub *p, uint64_t t0, const char *what)
+{
+	pub_check_limit(p, t0, p->timeout_ticks, p->o->timeout_s, what);
+}
+
+static void pub_poll(struct pub *p)
+{
+	if (flit_ctx_poll(p->ctx, 0) < 0)
+		pub_fail(p, "polling: %s", flit_errmsg());
+}
+
+/* A control message of the stream (end, bye), sent and flushed; while
+ * back-pressured, the replies are read (bounded). */
+static void pub_send_ctl(struct pub *p, enum kind k, uint64_t arg, const char *what)
+{
+	uint64_t spins = 0, t0 = tool_now(p->clk);
+	uint8_t msg[MIN_SIZE];
+	int rc;
+
+	st64(msg, word0(k, p->seq));
+	st64(msg + 8, arg);
+	while ((rc = flit_pub_send(p->pub, msg, sizeof(msg))) != FLIT_OK) {
+		if (rc < 0)
+			pub_fail(p, "%s: send: %s", what, flit_errmsg());
+		pub_poll(p);
+		if ((++spins & CHECK_EVERY) == 0)
+			pub_check(p, t0, what);
+	}
+	p->seq++;
+	if ((rc = flit_pub_flush(p->pub)) < 0)
+		pub_fail(p, "%s: flush: %s", what, flit_errmsg());
+}
+
+/* Start-up: sources and receivers find each other asynchronously, so say
+ * hello every millisecond until the first echo comes back. */
+static void pub_hello(struct pub *p)
+{
+	const struct tool_clock *clk = p->clk;
+	uint64_t ms = tool_ticks(clk, 1e6), t0 = tool_now(clk), next = t0;
+	uint64_t k = 0, limit = p->timeout_ticks;
+	double secs = p->o->timeout_s;
+	uint8_t msg[MIN_SIZE];
+
+	if (p->o->net && secs < NET_STARTUP_MIN_S) {
+		secs = NET_STARTUP_MIN_S;
+		limit = tool_ticks(clk, secs * 1e9);
+	}
+	while (!p->st.hello_seen) {
+		uint64_t now = tool_now(clk);
+
+		if (now >= next) {
+			int rc;
+
+			st64(msg, word0(K_HELLO, k++));
+			st64(msg + 8, 0);
+			rc = flit_pub_send(p->pub, msg, sizeof(msg));
+			if (rc < 0)
+				pub_fail(p, "start-up: send: %s", flit_errmsg());
+			if (flit_pub_flush(p->pub) < 0)
+				pub_fail(p, "start-up: flush: %s", flit_errmsg());
+			next = now + ms;
+			if (p->st.peer_gone || now - t0 > limit ||
+			    (p->child > 0 && k % 16 == 0))
+				pub_check_limit(p, t0, limit, secs, p->child ?
+					"start-up" : "start-up (is 'flit-load --role sub' "
+					"running with the same prefix and transport?)");
+		}
+		pub_poll(p);
+	}
+}
+
+/* End of a point: send "end", wait for the subscriber's counters; every ping
+ * of the point has been reflected by then, or is lost. */
+static void pub_end(struct pub *p, struct point *pt)
+{
+	uint64_t spins = 0, t0;
+	const uint64_t *r = p->st.rep, *q = p->prev_rep;
+
+	p->st.end_seen = false;
+	p->st.end_point = p->npoint;
+	pub_send_ctl(p, K_END, p->npoint, "ending a point");
+	p->npoint++;
+	t0 = tool_now(p->clk);
+	while (!p->st.end_seen) {
+		pub_poll(p);
+		if ((++spins & CHECK_EVERY) == 0)
+			pub_check(p, t0, "waiting for the subscriber's end-of-point answer");
+	}
+	p->st.pings_lost += p->st.tail - p->st.head;
+	p->st.head = p->st.tail;
+	pt->rx_msgs = r[REP_MSGS] - q[REP_MSGS];
+	pt->gaps = r[REP_GAPS] - q[REP_GAPS];
+	pt->dupes = r[REP_DUPES] - q[REP_DUPES];
+	pt->rx_bad = r[REP_BAD] - q[REP_BAD];
+	pt->reflected = r[REP_PINGS] - q[REP_PINGS];
+	pt->loss = r[REP_LOST] - q[REP_LOST];
+	pt->reply_bp = r[REP_REPLY_BP] - q[REP_REPLY_BP];
+	pt->naks_sent = r[REP_NAKS_SENT] - q[REP_NAKS_SENT];
+	pt->retx_received = r[REP_RETX_RECEIVED] - q[REP_RETX_RECEIVED];
+	memcpy(p->prev_rep, r, sizeof(p->prev_rep));
+}
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+	/* xorshift64* */
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_unit(uint64_t *s)
+{
+	return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* Index of ping k: a uniformly random message of interval k (messages
+ * [k * every, (k + 1) * every)), but not before message `min` (intervals
+ * shorter than 2 messages may pick the same one twice). */
+static inline uint64_t ping_index(uint64_t *rng, uint64_t k, double every,
+				  uint64_t min)
+{
+	uint64_t i = (uint64_t)(((double)k + rng_unit(rng)) * every);
+
+	return i > min ? i : min;
+}
+
+/* One point: the rate loop, then the end-of-point exchange. */
+static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
+{
+	const struct options *o = p->o;
+	const struct tool_clock *clk = p->clk;
+	struct pub_state *s = &p->st;
+	double per_tick = rate * clk->tsc.ns_per_tick / 1e9;    /* msgs per tick */
+	double every = rate / o->ping_rate;
+	uint64_t i0 = (uint64_t)(rate * o->warmup_s);
+	uint64_t i1 = i0 + (uint64_t)llround(rate * o->duration_s);
+	double behind_s = o->duration_s * BEHIND_FRAC > BEHIND_MIN_S ?
+			  o->duration_s * BEHIND_FRAC : BEHIND_MIN_S;
+	uint64_t t_start, t_m0, t_end, t_behind, t_caught, t_done, t_stall, now = 0;
+	uint64_t sent = 0, kping = 0, next_ping, spins = 0;
+	struct flit_counters c0 = { .sz = sizeof(c0) }, c1 = { .sz = sizeof(c1) };
+
+	if (every < 1)
+		every = 1;
+	memset(pt, 0, sizeof(*pt));
+	pt->size = size;
+	pt->rate = rate;
+	flit_hist_reset(s->hist);
+	s->pings_rx = s->pings_lost = s->pings_dup = s->bad = 0;
+	tool_payload_fill(p->buf, size, 0);     /* the pattern after the header */
+	next_ping = ping_index(&p->rng, 0, every, 0);
+	if (flit_ctx_counters(p->ctx, &c0))
+		memset(&c0, 0, sizeof(c0));
+
+	t_start = tool_now(clk);
+	t_m0 = t_start + (uint64_t)((double)i0 / per_tick);
+	t_end = t_start + (uint64_t)((double)i1 / per_tick);   /* the last one is due */
+	t_behind = tool_ticks(clk, behind_s * 1e9);
+	t_done = t_caught = t_stall = t_start;
+	while (sent < i1) {
+		uint64_t due, n, j;
+		bool wrote = false;
+
+		now = tool_now(clk);
+		pt->wakeups += sent >= i0;
+		due = (uint64_t)((double)(now - t_start) * per_tick) + 1;
+		if (due > i1)
+			due = i1;
+		if (now > t_end && now - t_caught > t_behind) {
+			/* behind without a break for t_behind, and past the
+			 * end: CPU-bound, the backlog is not worth sending */
+			pt->cut = true;
+			break;
+		}
+		n = due > sent ? due - sent : 0;
+		if (n > pt->max_backlog && sent >= i0)
+			pt->max_backlog = n;
+		if (n > o->max_batch)
+			n = o->max_batch;
+		for (j = 0; j < n; j++) {
+			/* (>=: a ping skipped while the fifo was full is
+			 * sent with the next message) */
+			bool ping = sent >= next_ping && s->tail - s->head < FIFO_CAP;
+			int rc;
+
+			st64(p->buf, word0(ping ? K_PING : K_LOAD, p->seq));
+			if (ping) {
+				struct ping_rec *r = &s->fifo[s->tail & (FIFO_CAP - 1)];
+
+				r->seq = p->seq & SEQ_MASK;
+				r->measured = sent >= i0;
+				r->tsc = tool_now(clk);
+				st64(p->buf + 8, r->tsc);
+			}
+			rc = flit_pub_send(p->pub, p->buf, size);
+			if (rc != FLIT_OK) {
+				if (rc < 0)
+					pub_fail(p, "sending message %llu: %s",
+						 (unsigned long long)p->seq, flit_errmsg());
+				/* Back-pressured: nothing sent; the rest of the
+				 * batch stays due, the replies are read. */
+				pt->back_pressured++;
+				break;
+			}
+			if (ping) {
+				s->tail++;
+				if (sent >= i0)
+					pt->pings_sent++;
+				next_ping = ping_index(&p->rng, ++kping, every, sent + 1);
+			}
+			p->seq++;
+			sent++;
+			wrote = true;
+		}
+		if (wrote) {
+			int rc = flit_pub_flush(p->pub);
+
+			if (rc < 0)
+				pub_fail(p, "flushing: %s", flit_errmsg());
+			t_done = tool_now(clk);
+			t_stall = t_done;
+			if (sent > i0)
+				pt->batches++;
+		}
+		if (sent == due)
+			t_caught = now;         /* nothing due is left */
+		pub_poll(p);
+		if (!wrote) {
+			if (sent < due) {
+				/* Refused: fail only when nothing moves for the
+				 * timeout (a dead reader is evicted long before). */
+				if ((++spins & CHECK_EVERY) == 0)
+					pub_check(p, t_stall, "sending (back-pressured)");
+			} else if (o->sleep) {
+				/* message `sent` is due at sent / rate */
+				uint64_t at = t_start + (uint64_t)((double)sent / per_tick);
+
+				now = tool_now(clk);
+				if (at > now)
+					tool_sleep_us((unsigned)(tool_ns(clk, at - now) / 1000) + 1);
+			}
+		}
+	}
+	if (pt->cut && sent <= i0) {
+		/* not even through the warm-up: the rate of the whole point */
+		pt->sent = sent;
+		pt->secs = tool_ns(clk, now - t_start) / 1e9;
+	} else {
+		pt->sent = sent - i0;
+		pt->secs = tool_ns(clk, (pt->cut ? now : t_done) - t_m0) / 1e9;
+	}
+	pt->achieved = pt->secs > 0 ? (double)pt->sent / pt->secs : 0;
+	pt->cpu_bound = pt->cut;
+
+	pub_end(p, pt);
+	if (flit_ctx_counters(p->ctx, &c1) == 0) {
+		pt->retransmissions = c1.retransmissions - c0.retransmissions;
+		pt->naks_received = c1.naks_received - c0.naks_received;
+	}
+	pt->pings_rx = s->pings_rx;
+	pt->pings_lost = s->pings_lost;
+	pt->pings_dup = s->pings_dup;
+	pt->bad = s->bad;
+	tool_stats_from_hist(s->hist, clk->tsc.ns_per_tick / 2, &pt->st);
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+/* 2000000 -> "2,000,000" */
+static const char *commas(double v, char *buf, size_t len)
+{
+	char digits[32];
+	size_t n, out = 0;
+
+	snprintf(digits, sizeof(digits), "%.0f", v);
+	n = strlen(digits);
+	for (size_t i = 0; i < n && out + 2 < len; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[out++] = ',';
+		buf[out++] = digits[i];
+	}
+	buf[out] = '\0';
+	return buf;
+}
+
+/* 1500000 -> "1.5 M" */
+static const char *short_rate(double v, char *buf, size_t len)
+{
+	if (v >= 1e9)
+		snprintf(buf, len, "%.4g G", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(buf, len, "%.4g M", v / 1e6);
+	else if (v >= 1e3)
+		snprintf(buf, len, "%.4g K", v / 1e3);
+	else
+		snprintf(buf, len, "%.4g", v);
+	return buf;
+}
+
+static void mode_str(const struct options *o, char *buf, size_t len)
+{
+	char cpustr[32], first[64];
+
+	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
+	if (!strcmp(o->transport, "udp") || !strcmp(o->transport, "xdp")) {
+		char m[32], b[32];
+		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
+		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
+
+		snprintf(first, sizeof(first), "%s,%s,%s", o->transport,
+			 um && *um ? um : "multicast",
+			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
+	} else {
+		snprintf(first, sizeof(first), "%s", strcmp(o->transport, "shm") ?
+			 "default" : "paced");
+	}
+	if (o->role != ROLE_BOTH)
+		snprintf(cpustr, sizeof(cpustr), "%d", o->cpus[0]);
+	snprintf(buf, len, "%s,%s,%s,max_batch=%llu,ping_rate=%g,pinned=%s", first,
+		 o->batch ? "batched" : "unbatched", o->sleep ? "sleep" : "spin",
+		 (unsigned long long)o->max_batch, o->ping_rate, cpustr);
+}
+
+static void table_group(const struct options *o, size_t size)
+{
+	printf("\n# %s, %zu-byte messages; RTT/2 in microseconds\n", o->transport, size);
+	printf("# %12s %9s %9s %9s %9s %10s %9s %13s %7s %5s\n", "Msgs/sec", "Min",
+	       "Mean", "Median", "99.9%", "Max", "StdDev", "achieved", "pings", "lost");
+}
+
+static void table_row(const struct point *pt)
+{
+	char r[32], a[32];
+	const struct tool_stats *s = &pt->st;
+
+	if (s->n)
+		printf("%14s %9.3f %9.3f %9.3f %9.3f %10.3f %9.3f", commas(pt->rate, r, sizeof(r)),
+		       s->min / 1e3, s->avg / 1e3, s->p50 / 1e3, s->p999 / 1e3,
+		       s->max / 1e3, s->stddev / 1e3);
+	else    /* no ping in the measured interval */
+		printf("%14s %9s %9s %9s %9s %10s %9s", commas(pt->rate, r, sizeof(r)),
+		       "-", "-", "-", "-", "-", "-");
+	printf(" %13s %7llu %5llu%s\n", commas(pt->achieved, a, sizeof(a)),
+	       (unsigned long long)s->n, (unsigned long long)pt->pings_lost,
+	       pt->cpu_bound ? "  CPU-bound" : "");
+	fflush(stdout);
+}
+
+/* --hist: the histogram's buckets folded into log2 buckets of RTT/2 ns. */
+struct log2_hist {
+	double scale;           /* ns per recorded unit */
+	uint64_t count[64];
+};
+
+static int log2_add(uint64_t lo, uint64_t hi, uint64_t count, void *arg)
+{
+	struct log2_hist *l = arg;
+	double ns = (double)lo * l->scale;
+	int b = 0;
+
+	(void)hi;
+	while (ns >= 2.0 && b < 63) {
+		ns /= 2.0;
+		b++;
+	}
+	l->count[b] += count;
+	return 0;
+}
+
+static void hist_print(FILE *f, const flit_hist *h, double scale)
+{
+	struct log2_hist l = { .scale = scale };
+	uint64_t n = flit_hist_count(h), peak = 0, cum = 0;
+	int lo = 63, hi = 0;
+
+	if (!n)
+		return;
+	flit_hist_foreach(h, log2_add, &l);
+	for (int b = 0; b < 64; b++) {
+		if (!l.count[b])
+			continue;
+		lo = b < lo ? b : lo;
+		hi = b > hi ? b : hi;
+		peak = l.count[b] > peak ? l.count[b] : peak;
+	}
+	fprintf(f, "# RTT/2 histogram (ns, log2 buckets)\n");
+	for (int b = lo; b <= hi; b++) {
+		char bar[41];
+		int w = (int)((double)l.count[b] * 40.0 / (double)peak + 0.5);
+
+		cum += l.count[b];
+		memset(bar, '#', (size_t)w);
+		bar[w] = '\0';
+		fprintf(f, "#  %10llu .. %-10llu %9llu %8.3f %8.3f  %s\n",
+			b ? 1ull << b : 0ull, 1ull << (b + 1),
+			(unsigned long long)l.count[b], 100.0 * (double)l.count[b] / (double)n,
+			100.0 * (double)cum / (double)n, bar);
+	}
+	fflush(f);
+}
+
+static const char csv_header[] =
+	"tool,transport,size,rate,msgs_per_sec,sent,count,pings_lost,min_ns,avg_ns,"
+	"p50_ns,p99_ns,p999_ns,max_ns,stddev_ns,cpu_bound,back_pressured,gaps,"
+	"dupes,batches,clock,mode\n";
+
+static void csv_row(const struct options *o, const struct point *pt,
+		    const char *clock, const char *mode)
+{
+	const struct tool_stats *s = &pt->st;
+	char lat[160] = ",,,,,,";      /* no ping measured: empty fields */
+
+	if (s->n)
+		snprintf(lat, sizeof(lat), "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f", s->min,
+			 s->avg, s->p50, s->p99, s->p999, s->max, s->stddev);
+	printf("flit-load,%s,%zu,%.0f,%.1f,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,"
+	       "%s,\"%s\"\n", o->transport, pt->size, pt->rate, pt->achieved,
+	       (unsigned long long)pt->sent, (unsigned long long)s->n,
+	       (unsigned long long)pt->pings_lost, lat,
+	       pt->cpu_bound ? "true" : "false", (unsigned long long)pt->back_pressured,
+	       (unsigned long long)pt->gaps, (unsigned long long)pt->dupes,
+	       (unsigned long long)pt->batches, clock, mode);
+	fflush(stdout);
+}
+
+static void json_row(const struct options *o, const struct point *pt,
+		     const char *clock, const char *mode, const char *setup)
+{
+	char extra[2048], cfgs[512];
+	struct tool_result res;
+	size_t off;
+
+	tool_result_init(&res, "flit-load");
+	res.transport = o->transport;
+	res.size = (int64_t)pt->size;
+	res.count = (int64_t)pt->st.n;
+	res.rate = pt->rate;
+	res.lat = &pt->st;
+	res.msgs_per_sec = pt->achieved;
+	res.clock = clock;
+	res.mode = mode;
+	off = (size_t)snprintf(extra, sizeof(extra),
+		"\"sent\":%llu,\"secs\":%.6f,\"pings_sent\":%llu,\"pings_lost\":%llu,"
+		"\"pings_dup\":%llu,\"cpu_bound\":%s,\"back_pressured\":%llu,"
+		"\"batches\":%llu,\"wakeups\":%llu,\"max_backlog\":%llu,\"gaps\":%llu,\"dupes\":%llu,"
+		"\"received\":%llu,\"reflected\":%llu,\"bad\":%llu,\"lost\":%llu,"
+		"\"reply_back_pressured\":%llu,\"duration\":%g,\"warmup\":%g,"
+		"\"ping_rate\":%g,\"max_batch\":%llu",
+		(unsigned long long)pt->sent, pt->secs,
+		(unsigned long long)pt->pings_sent, (unsigned long long)pt->pings_lost,
+		(unsigned long long)pt->pings_dup, pt->cpu_bound ? "true" : "false",
+		(unsigned long long)pt->back_pressured, (unsigned long long)pt->batches,
+		(unsigned long long)pt->wakeups, (unsigned long long)pt->max_backlog, (unsigned long long)pt->gaps,
+		(unsigned long long)pt->dupes, (unsigned long long)pt->rx_msgs,
+		(unsigned long long)pt->reflected,
+		(unsigned long long)(pt->bad + pt->rx_bad), (unsigned long long)pt->loss,
+		(unsigned long long)pt->reply_bp, o->duration_s, o->warmup_s,
+		o->ping_rate, (unsigned long long)o->max_batch);
+	if (o->net)
+		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+			",\"naks_sent\":%llu,\"retx_received\":%llu,"
+			"\"retransmissions\":%llu,\"naks_received\":%llu",
+			(unsigned long long)pt->naks_sent,
+			(unsigned long long)pt->retx_received,
+			(unsigned long long)pt->retransmissions,
+			(unsigned long long)pt->naks_received);
+	if (o->netns)
+		off += tool_json_member(extra + off, sizeof(extra) - off, "netns", o->netns);
+	if (o->peer_netns)
+		off += tool_json_member(extra + off, sizeof(extra) - off, "peer_netns",
+					o->peer_netns);
+	if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
+		off += tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
+	if (setup[0])
+		tool_json_member(extra + off, sizeof(extra) - off, "setup", setup);
+	res.extra = extra;
+	tool_json_print(stdout, &res);
+}
+
+/* ---- the publisher's run --------------------------------------------------------------- */
+
+static int run_pub(const struct options *o, const struct tool_clock *clk,
+		   const char *load_topic, const char *reply_topic, pid_t child)
+{
+	struct pub p = {
+		.o = o, .clk = clk, .child = child,
+		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
+		.st = { .clk = clk },
+	};
+	char err[768], mode[256], clkdesc[128], setup[512] = "", r[32];
+	size_t maxsize = 0;
+	FILE *hdr = o->json || o->csv ? stderr : stdout;
+	uint64_t bad = 0, lost = 0, gaps = 0, pbad = 0;
+	int status, rc = 0;
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = pub_on_msg, .arg = &p.st);
+
+	for (int i = 0; i < o->nsizes; i++)
+		maxsize = o->sizes[i] > maxsize ? o->sizes[i] : maxsize;
+	p.st.fifo = calloc(FIFO_CAP, sizeof(*p.st.fifo));
+	p.buf = aligned_alloc(64, (maxsize + 63) & ~(size_t)63);
+	/* RTT in ticks, to 1/1024, up to an hour */
+	p.st.hist = flit_hist_new(10, tool_ticks(clk, 3600e9));
+	if (!p.st.fifo || !p.buf || !p.st.hist)
+		pub_fail(&p, "out of memory");
+	memset(p.buf, 0, maxsize);
+	p.rng = flit_tsc_ticks() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	if (!p.rng)
+		p.rng = 1;
+
+	p.ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	if (!p.ctx)
+		pub_fail(&p, "creating the context: %s", err);
+	p.sub = flit_sub_new(p.ctx, reply_topic, &sopts);
+	if (!p.sub)
+		pub_fail(&p, "subscribing to '%s': %s", reply_topic, flit_errmsg());
+	p.pub = open_pub(p.ctx, o, load_topic, o->batch);
+	if (!p.pub)
+		pub_fail(&p, "publishing '%s' on %s: %s", load_topic, o->transport,
+			 flit_errmsg());
+	if (maxsize > flit_pub_max_msg(p.pub))
+		pub_fail(&p, "size %zu is larger than the %s source's largest message "
+			 "(%zu bytes)", maxsize, o->transport, flit_pub_max_msg(p.pub));
+	pub_hello(&p);
+	if (flit_ctx_describe(p.ctx, o->transport, setup, sizeof(setup)) < 0)
+		setup[0] = '\0';
+
+	mode_str(o, mode, sizeof(mode));
+	tool_header(hdr, "%s load with reflected pings, topic '%s', %s; publisher on "
+		    "CPU %d; %g s per point after %g s warm-up; clock %s", o->transport,
+		    load_topic, mode, o->cpus[0], o->duration_s, o->warmup_s,
+		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
+	if (setup[0] && strcmp(setup, o->transport))
+		tool_header(hdr, "%s", setup);
+	if (o->csv)
+		fputs(csv_header, stdout);
+
+	for (int si = 0; si < o->nsizes; si++) {
+		double sustained = 0;
+
+		if (!o->json && !o->csv)
+			table_group(o, o->sizes[si]);
+		for (int ri = 0; ri < o->nrates; ri++) {
+			struct point pt;
+
+			run_point(&p, o->sizes[si], o->rates[ri], &pt);
+			if (o->json)
+				json_row(o, &pt, clk->name, mode, setup);
+			else if (o->csv)
+				csv_row(o, &pt, clk->name, mode);
+			else
+				table_row(&pt);
+			if (o->hist)
+				hist_print(hdr, p.st.hist, clk->tsc.ns_per_tick / 2);
+			bad += pt.bad + pt.rx_bad + pt.pings_dup;
+			lost += pt.pings_lost;
+			gaps += pt.gaps + pt.dupes;
+			pbad += pt.loss;
+			if (pt.cpu_bound) {
+				char a[32];
+
+				if (!o->json && !o->csv) {
+					if (sustained > 0)
+						printf("CPU-bound after %s msgs/sec",
+						       short_rate(sustained, r, sizeof(r)));
+					else
+						printf("CPU-bound below %s msgs/sec",
+						       short_rate(pt.rate, r, sizeof(r)));
+					printf(" (offered %s, achieved %s%s)\n",
+					       short_rate(pt.rate, r, sizeof(r)),
+					       short_rate(pt.achieved, a, sizeof(a)),
+					       pt.back_pressured ? ", the receiver back-pressured" : "");
+				} else {
+					tool_warn("%zu bytes: CPU-bound at %s msgs/sec (achieved "
+						  "%.0f): the sweep of this size stops",
+						  pt.size, short_rate(pt.rate, r, sizeof(r)),
+						  pt.achieved);
+				}
+				break;
+			}
+			sustained = pt.rate;
+		}
+	}
+
+	pub_send_ctl(&p, K_BYE, 0, "saying bye");
+	{
+		uint64_t spins = 0, t0 = tool_now(clk);
+
+		while (!p.st.bye_seen && !p.st.peer_gone) {
+			pub_poll(&p);
+			if ((++spins & CHECK_EVERY) == 0)
+				pub_check(&p, t0, "waiting for the bye's echo");
+		}
+	}
+	flit_sub_close(p.sub);
+	flit_pub_close(p.pub);
+	flit_ctx_close(p.ctx);
+	p.sub = NULL;
+	p.pub = NULL;
+	p.ctx = NULL;
+	if (p.child > 0) {
+		char why[96];
+
+		if (tool_reap(p.child, 5000, &status))
+			tool_fail("reaping the subscriber process: %s", strerror(errno));
+		p.child = 0;
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			tool_fail("the subscriber process %s",
+				  tool_wstatus_str(status, why, sizeof(why)));
+	}
+	flit_hist_free(p.st.hist);
+	free(p.st.fifo);
+	free(p.buf);
+
+	if (bad) {
+		tool_warn("%llu bad or duplicate messages or reflections",
+			  (unsigned long long)bad);
+		rc = 1;
+	}
+	if (lost || gaps || pbad) {
+		tool_warn("%llu pings lost, %llu sequence gaps or duplicates, %llu "
+			  "messages reported lost%s", (unsigned long long)lost,
+			  (unsigned long long)gaps, (unsigned long long)pbad,
+			  o->net ? " (reported, not an error on a network transport)" :
+			  ", where paced shm must have none");
+		if (!o->net)
+			rc = 1;
+	}
+	return rc;
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+static double parse_rate(const char *arg)
+{
+	double v, mult = 1;
+	char *end;
+
+	if (!*arg || *arg == '-' || *arg == '+' || *arg == ' ')
+		tool_usage_exit("bad rate '%s': not a number", arg);
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || !isfinite(v))
+		tool_usage_exit("bad rate '%s': not a number", arg);
+	switch (*end) {
+	case 'k': case 'K': mult = 1e3; end++; break;
+	case 'm': case 'M': mult = 1e6; end++; break;
+	case 'g': case 'G': mult = 1e9; end++; break;
+	}
+	if (*end)
+		tool_usage_exit("bad rate '%s': trailing '%s'", arg, end);
+	v *= mult;
+	if (v < 1 || v > 1e9)
+		tool_usage_exit("bad rate '%s': must be 1..1G msgs/s", arg);
+	return v;
+}
+
+/* Split a list at blanks and commas: sizes (size_t) or rates (double). */
+static int parse_list(const char *what, const char *arg, void *out, bool rates)
+{
+	char buf[512], *save = NULL, *w;
+	int n = 0;
+
+	if (strlen(arg) >= sizeof(buf))
+		tool_usage_exit("bad %s list: too long", what);
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (w = strtok_r(buf, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+		if (n == MAX_LIST)
+			tool_usage_exit("bad %s list '%s': more than %d values", what,
+					arg, MAX_LIST);
+		if (rates)
+			((double *)out)[n++] = parse_rate(w);
+		else
+			((size_t *)out)[n++] = tool_parse_size("size", w, MIN_SIZE, 16 << 20);
+	}
+	if (!n)
+		tool_usage_exit("bad %s list '%s': empty", what, arg);
+	return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void parse(int argc, char **argv, struct options *o)
+{
+	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_SLEEP, OPT_NO_BATCH, OPT_CSV };
+	static const struct option longopts[] = {
+		{ "transport", required_argument, NULL, 't' },
+		{ "sizes",     required_argument, NULL, 's' },
+		{ "size",      required_argument, NULL, 's' },
+		{ "rates",     required_argument, NULL, 'r' },
+		{ "rate",      required_argument, NULL, 'r' },
+		{ "duration",  required_argument, NULL, 'd' },
+		{ "warmup",    required_argument, NULL, 'w' },
+		{ "ping-rate", required_argument, NULL, 'P' },
+		{ "max-batch", required_argument, NULL, 'B' },
+		{ "sleep",     no_argument,       NULL, OPT_SLEEP },
+		{ "no-batch",  no_argument,       NULL, OPT_NO_BATCH },
+		{ "cpus",      required_argument, NULL, 'c' },
+		{ "timeout",   required_argument, NULL, 'T' },
+		{ "role",      required_argument, NULL, 'R' },
+		{ "peer-topic-prefix", required_argument, NULL, 'p' },
+		{ "config",    required_argument, NULL, 'C' },
+		{ "netns",     required_argument, NULL, OPT_NETNS },
+		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
+		{ "json",      no_argument,       NULL, 'j' },
+		{ "csv",       no_argument,       NULL, OPT_CSV },
+		{ "hist",      no_argument,       NULL, 'H' },
+		{ "verbose",   no_argument,       NULL, 'v' },
+		{ "help",      no_argument,       NULL, 'h' },
+		{ 0 }
+	};
+	bool prefix_set = false, cpus_set = false;
+	const char *cfg[TOOL_CONFIG_LINES];
+	int opt, ncfg = 0;
+
+	*o = (struct options){
+		.transport = "shm", .duration_s = 2, .warmup_s = 0.25, .ping_rate = 5000,
+		.timeout_s = 10, .max_batch = 256, .batch = true, .role = ROLE_BOTH,
+		.cpus = { 0, 1 }, .ncpus = 2,
+	};
+	o->nsizes = parse_list("size", "32 128 256 512 1024", o->sizes, false);
+	o->nrates = parse_list("rate", "100k 500k 1M 2M", o->rates, true);
+	while ((opt = getopt_long(argc, argv, ":t:s:r:d:w:P:B:c:T:R:p:C:jHvh", longopts,
+				  NULL)) != -1) {
+		switch (opt) {
+		case 't': o->transport = tool_parse_transport(optarg); break;
+		case 's': o->nsizes = parse_list("size", optarg, o->sizes, false); break;
+		case 'r': o->nrates = parse_list("rate", optarg, o->rates, true); break;
+		case 'd': o->duration_s = tool_parse_seconds("duration", optarg, 0.01, 86400); break;
+		case 'w': o->warmup_s = tool_parse_seconds("warmup", optarg, 0, 3600); break;
+		case 'P': o->ping_rate = parse_rate(optarg); break;
+		case 'B': o->max_batch = tool_parse_count("max-batch", optarg, 1, 1000000); break;
+		case OPT_SLEEP: o->sleep = true; break;
+		case OPT_NO_BATCH: o->batch = false; break;
+		case 'c':
+			o->ncpus = tool_parse_cpus(optarg, o->cpus, 2);
+			cpus_set = true;
+			if (o->ncpus == 1)
+				o->cpus[1] = o->cpus[0];
+			break;
+		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.01, 3600); break;
+		case 'R':
+			if (!strcmp(optarg, "pub"))
+				o->role = ROLE_PUB;
+			else if (!strcmp(optarg, "sub"))
+				o->role = ROLE_SUB;
+			else
+				tool_usage_exit("bad role '%s': pub or sub", optarg);
+			break;
+		case 'p':
+			if (!*optarg || strlen(optarg) >= sizeof(o->prefix))
+				tool_usage_exit("bad topic prefix '%s': 1..%zu bytes",
+						optarg, sizeof(o->prefix) - 1);
+			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
+			prefix_set = true;
+			break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
+		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
+		case OPT_PEER_NETNS:
+			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
+			break;
+		case 'j': o->json = true; break;
+		case OPT_CSV: o->csv = true; break;
+		case 'H': o->hist = true; break;
+		case 'v': o->verbose++; break;
+		case 'h': tool_help_exit();
+		default: tool_getopt_error(opt, argv);
+		}
+	}
+	if (optind < argc)
+		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (o->json && o->csv)
+		tool_usage_exit("--json and --csv exclude each other");
+	if (o->peer_netns && o->role != ROLE_BOTH)
+		tool_usage_exit("--peer-netns is for the forked subscriber: not with "
+				"--role (use --netns on each side)");
+	for (int i = 0; i < o->nrates; i++)
+		if (o->rates[i] * o->duration_s < 1)
+			tool_usage_exit("bad rate %g with duration %g s: not one message "
+					"in the measured interval", o->rates[i], o->duration_s);
+	qsort(o->rates, (size_t)o->nrates, sizeof(o->rates[0]), cmp_double);
+	/* Every context: only the transport measured (an shm run opens no
+	 * socket, a udp run does not see shm), then the user's lines. */
+	o->net = strcmp(o->transport, "shm") != 0;
+	tool_config_init(&o->config);
+	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	for (int i = 0; i < ncfg; i++)
+		tool_config_add_user(&o->config, cfg[i], NULL);
+	if (!cpus_set) {
+		o->ncpus = tool_default_cpus(o->cpus, 2);
+		if (o->ncpus == 0)
+			tool_fail("no CPU to run on (sched_getaffinity)");
+		if (o->ncpus == 1) {
+			if (o->role == ROLE_BOTH)
+				tool_fail("needs two CPUs; this process may use only one");
+			o->cpus[1] = o->cpus[0];
+		}
+	}
+	if (o->role == ROLE_BOTH && o->ncpus == 2 && o->cpus[0] == o->cpus[1])
+		tool_usage_exit("bad cpu list: publisher and subscriber spin, so they "
+				"need two different CPUs");
+	/* --role sub pins to the second CPU of the list, or the only one */
+	if (o->role == ROLE_SUB && o->ncpus == 1)
+		o->cpus[1] = o->cpus[0];
+	if (!prefix_set)
+		snprintf(o->prefix, sizeof(o->prefix), o->role == ROLE_BOTH ?
+			 "flit-load.%d" : "flit-load", (int)getpid());
+}
+
+int main(int argc, char **argv)
+{
+	char load_topic[FLIT_TOPIC_MAX + 1], reply_topic[FLIT_TOPIC_MAX + 1];
+	char err[512];
+	struct options o;
+	struct tool_clock clk;
+	pid_t parent, child;
+	int peer_fd = -1;
+
+	tool_init("flit-load", usage);
+	parse(argc, argv, &o);
+	tool_set_verbose(o.verbose);
+	snprintf(load_topic, sizeof(load_topic), "%s.load", o.prefix);
+	snprintf(reply_topic, sizeof(reply_topic), "%s.reply", o.prefix);
+	/* This side's namespace first: no context or socket exists yet. */
+	if (o.netns)
+		tool_netns_enter_name(o.netns);
+	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
+		tool_fail("%s", err);
+	tool_net_check(o.transport, &o.config, o.netns);
+	tool_config_check(&o.config);      /* a bad -C line fails here, once */
+	tool_clock_init(&clk);
+
+	switch (o.role) {
+	case ROLE_PUB:
+		pin(o.cpus[0]);
+		return run_pub(&o, &clk, load_topic, reply_topic, 0);
+	case ROLE_SUB:
+		pin(o.cpus[1]);
+		return run_sub(&o, &clk, load_topic, reply_topic);
+	case ROLE_BOTH:
+		break;
+	}
+
+	/* Pin before forking, so a refusal leaves no child behind; the child
+	 * moves itself to its own CPU. */
+	pin(o.cpus[0]);
+	fflush(NULL);
+	parent = getpid();
+	child = fork();
+	if (child < 0)
+		tool_fail("fork: %s", strerror(errno));
+	if (child == 0) {
+		tool_child_init(parent);
+		tool_init("flit-load (sub)", usage);
+		if (peer_fd >= 0) {
+			if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
+				tool_fail("%s", err);
+			close(peer_fd);
+			tool_net_check(o.transport, &o.config, o.peer_netns);
+		}
+		pin(o.cpus[1]);
+		exit(run_sub(&o, &clk, load_topic, reply_topic));
+	}
+	if (peer_fd >= 0)
+		close(peer_fd);
+	return run_pub(&o, &clk, load_topic, reply_topic, child);
+}
