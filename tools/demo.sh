@@ -5,8 +5,10 @@
 # and throughput 1:1 (32 B, unbatched and batched) across a 2-host testbed
 # (tools/testbed; needs root, else "udp rows skipped: <reason>"); then
 # tools/flit-compare: AF_XDP against kernel UDP (flit xdp, flit udp,
-# sockperf) in one table, its plot written to results/compare.png.  Runs in
-# about a minute and a half.
+# sockperf) in one table, its plot written to results/compare.png; then
+# latency under load (flit-load: shm, rates 100k..2M with reflected pings, the
+# seeds' table) and every plot of tools/flit-plot over the run's JSON, written
+# to results/.  Runs in about two minutes.
 #
 #   BUILD=build tools/demo.sh        environment: CPUS=A,B  COUNT=N  THRU_COUNT=N
 #                                    ROUNDS=N (make bench: 5 rounds, each with its
@@ -15,6 +17,7 @@
 #                                    (tools/bench-udp.sh compares udp with sockperf)
 #                                    XDP=0 (no xdp comparison)  XDP_COUNT=N
 #                                    RESULTS=dir (default results: compare.png, .json)
+#                                    LOAD=0 (no flit-load table)  LOAD_SECS=S per point
 set -u
 BUILD=${BUILD:-build}
 T="$BUILD/tools"
@@ -30,6 +33,8 @@ UDP_SIZES="32 256"
 XDP=${XDP:-1}
 XDP_COUNT=${XDP_COUNT:-30000}   # round trips per flit-compare ping-pong size
 RESULTS=${RESULTS:-results}
+LOAD=${LOAD:-1}
+LOAD_SECS=${LOAD_SECS:-1}       # seconds per flit-load (size, rate) point
 here=$(cd "$(dirname "$0")" && pwd)
 
 out=$(mktemp -d /tmp/flit-demo.XXXXXX)
@@ -218,5 +223,49 @@ if [ "$XDP" = 1 ]; then
        --thru-sizes 32 --thru-duration "$UDP_SECS" --plot "$RESULTS/compare.png" \
        --out "$RESULTS/compare.json"; then
     echo "xdp comparison failed (see above)"
+  fi
+fi
+
+# ---- latency under load: flit-load, the seeds' table ---------------------------
+mkdir -p "$RESULTS"
+cat "$out"/r*/pong.json >"$RESULTS/pong.json" 2>/dev/null
+if [ "$LOAD" = 1 ] && [ -x "$T/flit-load" ]; then
+  echo
+  echo "latency under load: shm, rate-controlled publisher with reflected pings (flit-load)"
+  if "$T/flit-load" -t shm --sizes "32 256" --rates "100k 500k 1M 2M" --duration "$LOAD_SECS" \
+      --cpus "$CPUS" --json >"$RESULTS/load.json" 2>"$out/load.err"; then
+    python3 - "$RESULTS/load.json" <<'EOF2'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+us = lambda r, k: f"{r[k] / 1000:10.3f}" if k in r else f"{'-':>10}"
+size = None
+for r in rows:
+    if r["size"] != size:
+        size = r["size"]
+        print(f"\n  {r['transport']}, {size}-byte messages; RTT/2 in microseconds (clock {r.get('clock')})")
+        print(f"  {'Msgs/sec':>10} {'Min':>10} {'Mean':>10} {'Median':>10} {'99.9%':>10} {'Max':>10} "
+              f"{'StdDev':>10} {'achieved':>11} {'pings':>6} {'lost':>5}")
+    print(f"  {r['rate']:10,.0f} " + " ".join(us(r, k) for k in
+          ("min_ns", "avg_ns", "p50_ns", "p999_ns", "max_ns", "stddev_ns")) +
+          f" {r['msgs_per_sec']:11,.0f} {r.get('count', 0):6} {r.get('pings_lost', 0):5}" +
+          ("  CPU-bound" if r.get("cpu_bound") else ""))
+EOF2
+    grep -h "CPU-bound after" "$out/load.err" | sed 's/^/  /'
+  else
+    echo "flit-load failed:"; sed 's/^/  | /' "$out/load.err"
+  fi
+fi
+
+# ---- plots ----------------------------------------------------------------------
+if command -v gnuplot >/dev/null 2>&1; then
+  files=()
+  for f in pong load compare; do [ -s "$RESULTS/$f.json" ] && files+=("$RESULTS/$f.json"); done
+  if [ ${#files[@]} -gt 0 ]; then
+    echo
+    echo "plots (tools/flit-plot):"
+    # compare.png is flit-compare's own (CDF of RTT/2, bars beside it)
+    for k in size cdf rate; do
+      "$here/flit-plot" --kind "$k" -o "$RESULTS" "${files[@]}" 2>&1 | sed 's/^/  /'
+    done
   fi
 fi
