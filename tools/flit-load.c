@@ -189,14 +189,6 @@ struct options {
 	bool net;                       /* a network transport (not shm) */
 };
 
-static void pin(int cpu)
-{
-	int rc = tool_pin_cpu(cpu);
-
-	if (rc)
-		tool_fail("pinning to CPU %d: %s", cpu, strerror(-rc));
-}
-
 /* A source: shm paced (lossless: a lost ping means a bug), batched or not. */
 static flit_pub *open_pub(flit_ctx *ctx, const struct options *o,
 			  const char *topic, bool batch)
@@ -556,29 +548,13 @@ struct pub {
 
 static noreturn TOOL_FMT(2, 3) void pub_fail(struct pub *p, const char *fmt, ...)
 {
-	char msg[512], why[96];
-	int status;
+	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	why[0] = '\0';
-	if (p->child > 0) {
-		if (tool_child_exited(p->child, &status) == 1) {
-			tool_wstatus_str(status, why, sizeof(why));
-		} else {
-			kill(p->child, SIGKILL);
-			waitpid(p->child, &status, 0);
-		}
-		p->child = 0;
-	}
-	flit_sub_close(p->sub);
-	flit_pub_close(p->pub);
-	flit_ctx_close(p->ctx);
-	if (*why)
-		tool_fail("%s (the subscriber process %s)", msg, why);
-	tool_fail("%s", msg);
+	tool_sides_fail(&p->child, "subscriber", p->sub, p->pub, p->ctx, msg);
 }
 
 /* In a wait, every CHECK_EVERY spins: fail after `limit` ticks since t0, or
@@ -1419,61 +1395,42 @@ static void parse(int argc, char **argv, struct options *o)
 			 "flit-load.%d" : "flit-load", (int)getpid());
 }
 
+struct load_run {
+	const struct options *o;
+	struct tool_clock clk;
+	char load_topic[FLIT_TOPIC_MAX + 1], reply_topic[FLIT_TOPIC_MAX + 1];
+};
+
+static int side_pub(void *arg, pid_t peer)
+{
+	struct load_run *r = arg;
+
+	return run_pub(r->o, &r->clk, r->load_topic, r->reply_topic, peer);
+}
+
+static int side_sub(void *arg)
+{
+	struct load_run *r = arg;
+
+	return run_sub(r->o, &r->clk, r->load_topic, r->reply_topic);
+}
+
 int main(int argc, char **argv)
 {
-	char load_topic[FLIT_TOPIC_MAX + 1], reply_topic[FLIT_TOPIC_MAX + 1];
-	char err[512];
 	struct options o;
-	struct tool_clock clk;
-	pid_t parent, child;
-	int peer_fd = -1;
+	struct load_run r = { .o = &o };
 
 	tool_init("flit-load", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
-	snprintf(load_topic, sizeof(load_topic), "%s.load", o.prefix);
-	snprintf(reply_topic, sizeof(reply_topic), "%s.reply", o.prefix);
-	/* This side's namespace first: no context or socket exists yet. */
-	if (o.netns)
-		tool_netns_enter_name(o.netns);
-	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
-		tool_fail("%s", err);
-	tool_net_check(o.transport, &o.config, o.netns);
-	tool_config_check(&o.config);      /* a bad -C line fails here, once */
-	tool_clock_init(&clk);
-
-	switch (o.role) {
-	case ROLE_PUB:
-		pin(o.cpus[0]);
-		return run_pub(&o, &clk, load_topic, reply_topic, 0);
-	case ROLE_SUB:
-		pin(o.cpus[1]);
-		return run_sub(&o, &clk, load_topic, reply_topic);
-	case ROLE_BOTH:
-		break;
-	}
-
-	/* Pin before forking, so a refusal leaves no child behind; the child
-	 * moves itself to its own CPU. */
-	pin(o.cpus[0]);
-	fflush(NULL);
-	parent = getpid();
-	child = fork();
-	if (child < 0)
-		tool_fail("fork: %s", strerror(errno));
-	if (child == 0) {
-		tool_child_init(parent);
-		tool_init("flit-load (sub)", usage);
-		if (peer_fd >= 0) {
-			if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
-				tool_fail("%s", err);
-			close(peer_fd);
-			tool_net_check(o.transport, &o.config, o.peer_netns);
-		}
-		pin(o.cpus[1]);
-		exit(run_sub(&o, &clk, load_topic, reply_topic));
-	}
-	if (peer_fd >= 0)
-		close(peer_fd);
-	return run_pub(&o, &clk, load_topic, reply_topic, child);
+	snprintf(r.load_topic, sizeof(r.load_topic), "%s.load", o.prefix);
+	snprintf(r.reply_topic, sizeof(r.reply_topic), "%s.reply", o.prefix);
+	return tool_run_sides(&(struct tool_sides){
+		.role = o.role == ROLE_PUB ? TOOL_SIDE_A : o.role == ROLE_SUB ? TOOL_SIDE_B : TOOL_SIDES_BOTH,
+		.transport = o.transport, .config = &o.config,
+		.netns = o.netns, .peer_netns = o.peer_netns,
+		.cpu_a = o.cpus[0], .cpu_b = o.cpus[1],
+		.b_name = "flit-load (sub)", .usage = usage, .clk = &r.clk,
+		.run_a = side_pub, .run_b = side_sub, .arg = &r,
+	});
 }

@@ -181,29 +181,13 @@ struct side {
  * file is left behind), then exit 1 with the message. */
 static noreturn TOOL_FMT(2, 3) void side_fail(struct side *p, const char *fmt, ...)
 {
-	char msg[512], why[96];
-	int status;
+	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	why[0] = '\0';
-	if (p->child > 0) {
-		if (tool_child_exited(p->child, &status) == 1) {
-			tool_wstatus_str(status, why, sizeof(why));
-		} else {
-			kill(p->child, SIGKILL);
-			waitpid(p->child, &status, 0);
-		}
-		p->child = 0;
-	}
-	flit_sub_close(p->sub);
-	flit_pub_close(p->pub);
-	flit_ctx_close(p->ctx);
-	if (*why)
-		tool_fail("%s (the pong process %s)", msg, why);
-	tool_fail("%s", msg);
+	tool_sides_fail(&p->child, "pong", p->sub, p->pub, p->ctx, msg);
 }
 
 /* ---- shared set-up --------------------------------------------------------- */
@@ -271,14 +255,6 @@ static void open_sub(struct side *p, const char *topic, flit_msg_fn fn,
 	p->sub = flit_sub_new(p->ctx, topic, &sopts);
 	if (!p->sub)
 		side_fail(p, "subscribing to '%s': %s", topic, flit_errmsg());
-}
-
-static void pin(int cpu)
-{
-	int rc = tool_pin_cpu(cpu);
-
-	if (rc)
-		tool_fail("pinning to CPU %d: %s", cpu, strerror(-rc));
 }
 
 /* ---- pong side ---------------------------------------------------------------- */
@@ -1208,63 +1184,43 @@ static void parse(int argc, char **argv, struct options *o)
 	}
 }
 
+struct pong_run {
+	const struct options *o;
+	struct tool_clock clk;
+	char ping_topic[FLIT_TOPIC_MAX + 1], pong_topic[FLIT_TOPIC_MAX + 1];
+};
+
+static int side_ping(void *arg, pid_t peer)
+{
+	struct pong_run *r = arg;
+
+	run_ping(r->o, &r->clk, r->ping_topic, r->pong_topic, peer);
+	return 0;
+}
+
+static int side_pong(void *arg)
+{
+	struct pong_run *r = arg;
+
+	return run_pong(r->o, &r->clk, r->ping_topic, r->pong_topic);
+}
+
 int main(int argc, char **argv)
 {
-	char ping_topic[FLIT_TOPIC_MAX + 1], pong_topic[FLIT_TOPIC_MAX + 1];
-	char err[512];
 	struct options o;
-	struct tool_clock clk;
-	pid_t parent, child;
-	int peer_fd = -1;
+	struct pong_run r = { .o = &o };
 
 	tool_init("flit-pong", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
-	snprintf(ping_topic, sizeof(ping_topic), "%s.ping", o.prefix);
-	snprintf(pong_topic, sizeof(pong_topic), "%s.pong", o.prefix);
-	/* This side's namespace first: no context or socket exists yet. */
-	if (o.netns)
-		tool_netns_enter_name(o.netns);
-	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
-		tool_fail("%s", err);
-	tool_net_check(o.transport, &o.config, o.netns);
-	tool_config_check(&o.config);      /* a bad -C line fails here, once */
-	tool_clock_init(&clk);
-
-	switch (o.role) {
-	case ROLE_PING:
-		pin(o.cpus[0]);
-		run_ping(&o, &clk, ping_topic, pong_topic, 0);
-		return 0;
-	case ROLE_PONG:
-		pin(o.cpus[1]);
-		return run_pong(&o, &clk, ping_topic, pong_topic);
-	case ROLE_BOTH:
-		break;
-	}
-
-	/* Pin before forking, so a refusal leaves no child behind; the child
-	 * moves itself to its own CPU. */
-	pin(o.cpus[0]);
-	fflush(NULL);
-	parent = getpid();
-	child = fork();
-	if (child < 0)
-		tool_fail("fork: %s", strerror(errno));
-	if (child == 0) {
-		tool_child_init(parent);
-		tool_init("flit-pong (pong)", usage);
-		if (peer_fd >= 0) {
-			if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
-				tool_fail("%s", err);
-			close(peer_fd);
-			tool_net_check(o.transport, &o.config, o.peer_netns);
-		}
-		pin(o.cpus[1]);
-		exit(run_pong(&o, &clk, ping_topic, pong_topic));
-	}
-	if (peer_fd >= 0)
-		close(peer_fd);
-	run_ping(&o, &clk, ping_topic, pong_topic, child);
-	return 0;
+	snprintf(r.ping_topic, sizeof(r.ping_topic), "%s.ping", o.prefix);
+	snprintf(r.pong_topic, sizeof(r.pong_topic), "%s.pong", o.prefix);
+	return tool_run_sides(&(struct tool_sides){
+		.role = o.role == ROLE_PING ? TOOL_SIDE_A : o.role == ROLE_PONG ? TOOL_SIDE_B : TOOL_SIDES_BOTH,
+		.transport = o.transport, .config = &o.config,
+		.netns = o.netns, .peer_netns = o.peer_netns,
+		.cpu_a = o.cpus[0], .cpu_b = o.cpus[1],
+		.b_name = "flit-pong (pong)", .usage = usage, .clk = &r.clk,
+		.run_a = side_ping, .run_b = side_pong, .arg = &r,
+	});
 }

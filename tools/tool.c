@@ -699,6 +699,85 @@ void tool_net_check(const char *transport, const struct tool_config *c,
 
 /* ---- the measurement clock -------------------------------------------------- */
 
+void tool_pin_or_fail(int cpu)
+{
+	int rc = tool_pin_cpu(cpu);
+
+	if (rc)
+		tool_fail("pinning to CPU %d: %s", cpu, strerror(-rc));
+}
+
+noreturn void tool_sides_fail(pid_t *child, const char *peer, flit_sub *sub,
+			      flit_pub *pub, flit_ctx *ctx, const char *msg)
+{
+	char why[96];
+	int status;
+
+	why[0] = '\0';
+	if (*child > 0) {
+		if (tool_child_exited(*child, &status) == 1) {
+			tool_wstatus_str(status, why, sizeof(why));
+		} else {
+			kill(*child, SIGKILL);
+			waitpid(*child, &status, 0);
+		}
+		*child = 0;
+	}
+	flit_sub_close(sub);
+	flit_pub_close(pub);
+	flit_ctx_close(ctx);
+	if (*why)
+		tool_fail("%s (the %s process %s)", msg, peer, why);
+	tool_fail("%s", msg);
+}
+
+int tool_run_sides(const struct tool_sides *s)
+{
+	char err[512];
+	int peer_fd = -1;
+	pid_t parent, child;
+
+	if (s->netns)
+		tool_netns_enter_name(s->netns);
+	if (s->peer_netns && (peer_fd = tool_netns_open(s->peer_netns, err, sizeof(err))) < 0)
+		tool_fail("%s", err);
+	tool_net_check(s->transport, s->config, s->netns);
+	tool_config_check(s->config);      /* a bad -C line fails here, once */
+	tool_clock_init(s->clk);
+
+	switch (s->role) {
+	case TOOL_SIDE_A:
+		tool_pin_or_fail(s->cpu_a);
+		return s->run_a(s->arg, 0);
+	case TOOL_SIDE_B:
+		tool_pin_or_fail(s->cpu_b);
+		return s->run_b(s->arg);
+	case TOOL_SIDES_BOTH:
+		break;
+	}
+	tool_pin_or_fail(s->cpu_a);
+	fflush(NULL);
+	parent = getpid();
+	child = fork();
+	if (child < 0)
+		tool_fail("fork: %s", strerror(errno));
+	if (child == 0) {
+		tool_child_init(parent);
+		tool_init(s->b_name, s->usage);
+		if (peer_fd >= 0) {
+			if (tool_netns_enter(peer_fd, s->peer_netns, err, sizeof(err)))
+				tool_fail("%s", err);
+			close(peer_fd);
+			tool_net_check(s->transport, s->config, s->peer_netns);
+		}
+		tool_pin_or_fail(s->cpu_b);
+		exit(s->run_b(s->arg));
+	}
+	if (peer_fd >= 0)
+		close(peer_fd);
+	return s->run_a(s->arg, child);
+}
+
 void tool_clock_init(struct tool_clock *clk)
 {
 	memset(clk, 0, sizeof(*clk));

@@ -173,6 +173,43 @@ void tool_net_check(const char *transport, const struct tool_config *c,
  * no RDMA device at all (the library will say so). */
 int tool_rdma_local_addr(char *buf, size_t len);
 
+/* ---- two-sided tools (flit-pong, flit-load) ------------------------------- */
+
+/* Pin the calling thread to `cpu`, or fail (exit 1) saying why. */
+void tool_pin_or_fail(int cpu);
+
+struct tool_clock;
+
+enum tool_side { TOOL_SIDES_BOTH, TOOL_SIDE_A, TOOL_SIDE_B };
+
+/* The common main() of a tool with two sides A (measures: ping, publisher)
+ * and B (answers: pong, subscriber).  In order: enter `netns` (no context
+ * or socket exists yet), open `peer_netns`, check the network and the -C
+ * lines (tool_net_check, tool_config_check), calibrate *clk; then run side A
+ * or side B alone (`role`), or both: A's CPU pinned before forking (so a
+ * refusal leaves no child), B forked as `b_name` into the peer namespace,
+ * pinned to cpu_b, exiting with run_b's status, die-with-parent.  Returns
+ * what run_a (given B's pid, or 0) or run_b returned. */
+struct tool_sides {
+	enum tool_side role;
+	const char *transport;
+	const struct tool_config *config;
+	const char *netns, *peer_netns;
+	int cpu_a, cpu_b;
+	const char *b_name, *usage;
+	struct tool_clock *clk;
+	int (*run_a)(void *arg, pid_t peer);
+	int (*run_b)(void *arg);
+	void *arg;
+};
+int tool_run_sides(const struct tool_sides *s);
+
+/* Fail from side A: take the forked side B (*child > 0) down, or say how it
+ * ended ("msg (the <peer> process exited with status 3)"), close the
+ * objects (NULL is fine; so no ring file is left behind), exit 1. */
+noreturn void tool_sides_fail(pid_t *child, const char *peer, flit_sub *sub,
+			      flit_pub *pub, flit_ctx *ctx, const char *msg);
+
 /* ---- the measurement clock ---------------------------------------------- */
 
 struct tool_clock {
