@@ -52,6 +52,7 @@
 #include "testlib.h"
 #include "codec.h"
 #include "txts.h"
+#include "vethns.h"
 
 #define IF_A   "tsv0"
 #define IF_B   "tsv1"
@@ -60,7 +61,6 @@
 #define PORT   15123
 #define S      1000000000ull
 
-static int ns_a = -1, ns_b = -1;
 
 /* ---- PHC arithmetic on synthetic samples ------------------------------------ */
 
@@ -295,31 +295,6 @@ static void tx_stamps_are_refused_where_there_are_none(void **state)
 }
 
 /* ---- on a veth pair (root) ------------------------------------------------------------- */
-
-static void in_b(void)
-{
-	if (setns(ns_b, CLONE_NEWNET))
-		fail_msg("setns B: %s", strerror(errno));
-}
-
-static void in_a(void)
-{
-	if (setns(ns_a, CLONE_NEWNET))
-		fail_msg("setns A: %s", strerror(errno));
-}
-
-__attribute__((format(printf, 1, 2)))
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	fflush(NULL);
-	int st = system(cmd);
-	return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
-}
 
 static uint64_t now_rt(void)
 {

@@ -86,6 +86,7 @@
 #include "xdp/xdp_path.h"
 #include "xdp/xdp_prog.h"
 #include "xdp/xsk_io.h"
+#include "vethns.h"
 
 #ifndef BPF_F_XDP_DEV_BOUND_ONLY
 #define BPF_F_XDP_DEV_BOUND_ONLY (1U << 6)
@@ -97,7 +98,6 @@
 #define PORT   14700
 
 static char ifa[IFNAMSIZ], ifb[IFNAMSIZ], ifc[IFNAMSIZ], ifd[IFNAMSIZ];
-static int ns_a = -1, ns_b = -1;
 static struct flit_xsk *xk;             /* closed by the teardown */
 static struct flit_xdp_path *xp;
 
@@ -115,32 +115,6 @@ static void on_print(enum flit_log_level lvl, const char *fmt, va_list ap)
 }
 
 /* ---- namespaces, commands, sockets --------------------------------------- */
-
-static void in_a(void)
-{
-	if (setns(ns_a, CLONE_NEWNET))
-		fail_msg("setns A: %s", strerror(errno));
-}
-
-static void in_b(void)
-{
-	if (setns(ns_b, CLONE_NEWNET))
-		fail_msg("setns B: %s", strerror(errno));
-}
-
-__attribute__((format(printf, 1, 2)))
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	fflush(NULL);
-	int st = system(cmd);
-	return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
-}
 
 static struct sockaddr_in sin_of(const char *ip, uint16_t port)
 {

@@ -64,6 +64,7 @@
 #include "error.h"
 #include "xdp/pkt.h"
 #include "xdp/xsk_io.h"
+#include "vethns.h"
 
 #define IF_A     "veth0"
 #define IF_B     "veth1"
@@ -72,37 +73,11 @@
 #define GROUP    "239.192.76.1"
 #define MAXD     256
 
-static int ns_a = -1, ns_b = -1;
 static int map_fd = -1, prog_fd = -1;
 static unsigned ifindex_a;
 static bool prog_skb;                   /* attached in skb mode (else native) */
 
 /* ---- namespaces, commands ------------------------------------------------- */
-
-static void in_b(void)
-{
-	if (setns(ns_b, CLONE_NEWNET))
-		fail_msg("setns B: %s", strerror(errno));
-}
-
-static void in_a(void)
-{
-	if (setns(ns_a, CLONE_NEWNET))
-		fail_msg("setns A: %s", strerror(errno));
-}
-
-__attribute__((format(printf, 1, 2)))
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	fflush(NULL);
-	int st = system(cmd);
-	return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
-}
 
 /* Turn a device's tx checksum offload off (what `ethtool -K dev tx off`
  * does), in the current namespace. */
