@@ -6,6 +6,7 @@
  * Nothing is validated late, so an error always names the file and line (or
  * environment variable) that caused it.  Syntax and keys: docs/CONFIG.md.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -1300,4 +1301,26 @@ int flit_cfg_receiver(const struct flit_cfg *cfg, const char *topic,
 		      const char *extra, struct flit_cfg_receiver *out)
 {
 	return resolve(cfg, SCOPE_RECEIVER, topic, extra, out, sizeof(*out));
+}
+
+void flit_ep_parse(const char *s, struct sockaddr_in *a)
+{
+	char b[FLIT_ENDPOINT_MAX];
+	snprintf(b, sizeof(b), "%s", s);
+	char *colon = strchr(b, ':');
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	if (!colon)
+		return;
+	*colon = '\0';
+	inet_pton(AF_INET, b, &a->sin_addr);
+	a->sin_port = htons((uint16_t)atoi(colon + 1));
+}
+
+const char *flit_ep_str(const struct sockaddr_in *a, char *buf, size_t n)
+{
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+	snprintf(buf, n, "%s:%u", ip, ntohs(a->sin_port));
+	return buf;
 }

@@ -19,6 +19,7 @@
 #define FLIT_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define FLIT_NAME_MAX 64
@@ -176,5 +177,11 @@ int flit_cfg_source(const struct flit_cfg *cfg, const char *topic,
 		    const char *extra, struct flit_cfg_source *out);
 int flit_cfg_receiver(const struct flit_cfg *cfg, const char *topic,
 		      const char *extra, struct flit_cfg_receiver *out);
+
+/* An "a.b.c.d:port" endpoint value (as the parser validated it) into *a
+ * (port 0 when it has none), and a sockaddr back to "a.b.c.d:port" in buf. */
+struct sockaddr_in;
+void flit_ep_parse(const char *s, struct sockaddr_in *a);
+const char *flit_ep_str(const struct sockaddr_in *a, char *buf, size_t n);
 
 #endif /* FLIT_CONFIG_H */

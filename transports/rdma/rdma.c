@@ -360,29 +360,6 @@ static uint64_t mono(void)
 	return flit_monotonic_now();
 }
 
-static const char *ep_str(const struct sockaddr_in *a, char *buf, size_t n)
-{
-	char ip[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-	snprintf(buf, n, "%s:%u", ip, ntohs(a->sin_port));
-	return buf;
-}
-
-/* "a.b.c.d:port" (validated by the config parser) */
-static void parse_ep(const char *s, struct sockaddr_in *a)
-{
-	char b[FLIT_ENDPOINT_MAX];
-	snprintf(b, sizeof(b), "%s", s);
-	char *colon = strchr(b, ':');
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	if (!colon)
-		return;
-	*colon = '\0';
-	inet_pton(AF_INET, b, &a->sin_addr);
-	a->sin_port = htons((uint16_t)atoi(colon + 1));
-}
-
 static int dev_index(const struct flit_tp *tp, const struct ibv_context *verbs)
 {
 	for (unsigned i = 0; i < tp->ndev; i++)
@@ -846,7 +823,7 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 	char peer[48];
 	int err, d;
 
-	ep_str((struct sockaddr_in *)rdma_get_peer_addr(id), peer, sizeof(peer));
+	flit_ep_str((struct sockaddr_in *)rdma_get_peer_addr(id), peer, sizeof(peer));
 	err = flit_rdma_req_decode(pd, pdlen, &rq, &ver);
 	if (err == -EPROTO) {
 		flit_info("rdma: connection from %s refused: not a flit receiver, or version %u (ours: %u)",
@@ -1110,7 +1087,7 @@ static int listen_start(struct flit_tp *tp)
 		return 0;
 	if (tp->cc->rdma_address[0])
 		inet_pton(AF_INET, tp->cc->rdma_address, &a.sin_addr);
-	ep_str(&a, where, sizeof(where));
+	flit_ep_str(&a, where, sizeof(where));
 	tp->lch = rdma_create_event_channel();
 	if (!tp->lch)
 		return flit_err(errno, "rdma: cannot create an event channel: %s", strerror(errno));
@@ -1152,7 +1129,7 @@ static int listen_start(struct flit_tp *tp)
 	}
 	pthread_setname_np(tp->thread, "flit-rdma");
 	tp->thread_on = true;
-	flit_info("rdma: listening on %s", ep_str(&tp->laddr, where, sizeof(where)));
+	flit_info("rdma: listening on %s", flit_ep_str(&tp->laddr, where, sizeof(where)));
 	return 0;
 fail:
 	if (tp->wakefd >= 0)
@@ -1833,7 +1810,7 @@ static int target_add(void *arg, const char *topic, bool pattern, const struct f
 		tp->pattern_warned = true;
 		return 0;
 	}
-	parse_ep(rc->rdma_static, &sa);
+	flit_ep_parse(rc->rdma_static, &sa);
 	for (t = tp->targets; t; t = t->next)
 		if (!strcmp(t->topic, topic) && t->sa.sin_addr.s_addr == sa.sin_addr.s_addr &&
 		    t->sa.sin_port == sa.sin_port) {
@@ -1844,7 +1821,7 @@ static int target_add(void *arg, const char *topic, bool pattern, const struct f
 	if (!t)
 		return 0;
 	t->sa = sa;
-	ep_str(&sa, t->ep, sizeof(t->ep));
+	flit_ep_str(&sa, t->ep, sizeof(t->ep));
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	t->hash = flit_rdma_topic_hash(topic);
 	t->depth = rc->rdma_depth;
@@ -1958,7 +1935,7 @@ static void describe_update(struct flit_tp *tp, const struct rsrc *s)
 		off += (size_t)snprintf(tp->desc + off, sizeof(tp->desc) - off, "%s%s", i ? "," : " ",
 					dev_name(tp->dev[i].verbs));
 	if (tp->lid)
-		ep_str(&tp->laddr, where, sizeof(where));
+		flit_ep_str(&tp->laddr, where, sizeof(where));
 	if (off < sizeof(tp->desc) && s)
 		snprintf(tp->desc + off, sizeof(tp->desc) - off,
 			 "; sources listen on %s, %s, frames <= %u B, %u slots, inline <= %u B",

@@ -225,29 +225,6 @@ static uint64_t rng_next(uint64_t *s)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-static const char *ep(const struct sockaddr_in *a, char *buf, size_t n)
-{
-	char ip[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-	snprintf(buf, n, "%s:%u", ip, ntohs(a->sin_port));
-	return buf;
-}
-
-/* "a.b.c.d:port" (validated by the config parser) */
-static void parse_ep(const char *s, struct sockaddr_in *a)
-{
-	char b[FLIT_ENDPOINT_MAX];
-	snprintf(b, sizeof(b), "%s", s);
-	char *colon = strchr(b, ':');
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	if (!colon)
-		return;
-	*colon = '\0';
-	inet_pton(AF_INET, b, &a->sin_addr);
-	a->sin_port = htons((uint16_t)atoi(colon + 1));
-}
-
 static bool same_ep(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
@@ -270,7 +247,7 @@ static int udp_socket(struct flit_tp *tp, struct in_addr addr, uint16_t port,
 				  .sin_port = htons(port) };
 	int one = 1, zero = 0, fd, v;
 
-	ep(&sa, where, sizeof(where));
+	flit_ep_str(&sa, where, sizeof(where));
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return sock_err("socket", where);
@@ -317,7 +294,7 @@ static int join_group(struct flit_tp *tp, int fd, struct in_addr group)
 	if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m))) {
 		char where[48];
 		struct sockaddr_in a = { .sin_addr = group };
-		ep(&a, where, sizeof(where));
+		flit_ep_str(&a, where, sizeof(where));
 		int e = errno;
 		return flit_err(e, "udp: join multicast group %s%s%s: %s%s", where,
 				tp->ifindex ? " on " : "", tp->ifindex ? tp->cc->udp_interface : "",
@@ -514,7 +491,7 @@ static int sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t 
 	err = flit_rel_rx_new(&relc, rng_next(&tp->rng) ^ s->id, rel_deliver, rel_loss, s, &s->rel);
 	if (err)
 		goto fail;
-	snprintf(src, sizeof(src), "udp:%s", ep(&s->ctl, e, sizeof(e)));
+	snprintf(src, sizeof(src), "udp:%s", flit_ep_str(&s->ctl, e, sizeof(e)));
 	s->core = flit_rx_session_new(tp->ctx, s->id, src);
 	if (!s->core) {
 		err = -errno;
@@ -935,7 +912,7 @@ static int static_add(void *arg, const char *topic, bool pattern,
 
 	if (!rc->udp_static[0])
 		return 0;
-	parse_ep(rc->udp_static, &a);
+	flit_ep_parse(rc->udp_static, &a);
 	if (IN_MULTICAST(ntohl(a.sin_addr.s_addr))) {
 		struct rsock **v = realloc(tp->statics, (tp->nstatic + 1) * sizeof(*v));
 		if (!v)
@@ -1995,7 +1972,7 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 	/* the resolver channel: adverts for the receive side, queries for
 	 * the source side (two sockets on one group:port) */
 	if (strcmp(cc->udp_resolver, "off")) {
-		parse_ep(cc->udp_resolver, &tp->resolver);
+		flit_ep_parse(cc->udp_resolver, &tp->resolver);
 		fd = udp_socket(tp, (struct in_addr){ INADDR_ANY }, ntohs(tp->resolver.sin_port), true, true);
 		if (fd >= 0 && join_group(tp, fd, tp->resolver.sin_addr)) {
 			close(fd);
@@ -2195,7 +2172,7 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	wake(tp);
 	{
 		char e[48];
-		flit_info("udp: source %s session %08x to %s", topic, s->session, ep(&s->dest, e, sizeof(e)));
+		flit_info("udp: source %s session %08x to %s", topic, s->session, flit_ep_str(&s->dest, e, sizeof(e)));
 	}
 	*out = (struct flit_tsrc *)s;
 	return 0;
