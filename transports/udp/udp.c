@@ -726,9 +726,13 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 		if (FLIT_UNLIKELY((h.flags & FLIT_FF_RETX) && !flit_rel_rx_started(s->rel)))
 			return 0; /* a late joiner starts on live data, not on repairs for others */
 		s->cur = p;
-		s->cur_ts = d->rx_ts_hw_ns ? d->rx_ts_hw_ns : d->rx_ts_ns;
-		s->cur_ts_flags = d->rx_ts_hw_ns ? FLIT_MSGF_RECV_TS_HW :
-				  d->rx_ts_ns ? FLIT_MSGF_RECV_TS_KERNEL : 0;
+		/* a NIC stamp only where one is in effect: the socket reports
+		 * raw hardware stamps whenever an skb carries any, and an skb
+		 * an AF_XDP socket sent through veth carries its TX-metadata
+		 * pointer where a hardware stamp would be */
+		uint64_t hw = tp->ts.rx == FLIT_TS_HARDWARE ? d->rx_ts_hw_ns : 0;
+		s->cur_ts = hw ? hw : d->rx_ts_ns;
+		s->cur_ts_flags = hw ? FLIT_MSGF_RECV_TS_HW : d->rx_ts_ns ? FLIT_MSGF_RECV_TS_KERNEL : 0;
 		int n = flit_rel_rx_data(s->rel, p, h.len, h.seq, h.count, now);
 		s->cur = NULL;
 		uint64_t dl = flit_rel_rx_deadline(s->rel);
