@@ -403,6 +403,18 @@ static void a_udp_socket_gets_software_rx_and_tx_stamps(void **state)
 	assert_true(fd >= 0);
 	assert_non_null(t);
 	inet_pton(AF_INET, ADDR_B, &to.sin_addr);
+	/* The first socket asking for stamps turns the kernel's receive
+	 * stamping on from a work queue (net_enable_timestamp()): until it
+	 * runs, datagrams come unstamped.  Wait for it (bounded), before fd
+	 * numbers its datagrams. */
+	for (int i = 0; i < 200; i++) {
+		uint64_t ts;
+		assert_true(sendto(fd, "probe", 5, 0, (struct sockaddr *)&to, sizeof(to)) == 5);
+		assert_true(recv_stamped(rfd, buf, sizeof(buf), &ts) == 5);
+		if (ts)
+			break;
+		usleep(5000);
+	}
 	assert_int_equal(flit_txts_enable(fd, FLIT_TS_SOFTWARE), 0);
 	flit_txts_init(t, FLIT_TS_SOFTWARE);
 	/* data 0, heartbeat, data 1, heartbeat, data 2: the kernel numbers
