@@ -20,7 +20,6 @@
  * message (COUNT, or the total the publisher posts in the page when it
  * stops), at EOS, or after a quiet period of 2 s.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -921,13 +920,9 @@ static void parse(int argc, char **argv, struct options *o)
 		case OPT_PEER_NETNS:
 			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
 			break;
-		case OPT_RDMA_ADDR: {
-			struct in_addr a;
-			if (inet_pton(AF_INET, optarg, &a) != 1)
-				tool_usage_exit("bad --rdma-addr '%s': an IPv4 address", optarg);
-			snprintf(o->rdma_addr, sizeof(o->rdma_addr), "%s", optarg);
+		case OPT_RDMA_ADDR:
+			tool_parse_rdma_addr(optarg, o->rdma_addr, sizeof(o->rdma_addr));
 			break;
-		}
 		case OPT_RDMA_PORT:
 			o->rdma_port = (unsigned)tool_parse_count("rdma-port", optarg, 1, 65535);
 			break;
@@ -959,12 +954,7 @@ static void parse(int argc, char **argv, struct options *o)
 			o->rdma_frame = need > o->batch_max ? need : o->batch_max;
 		if (!o->rdma_port)
 			o->rdma_port = 20000 + (unsigned)(getpid() % 40000);
-		int ra = o->rdma_addr[0] ? 0 : tool_rdma_local_addr(o->rdma_addr, sizeof(o->rdma_addr));
-		if (ra == -2)   /* no device: the library's "no RDMA device" says it */
-			snprintf(o->rdma_addr, sizeof(o->rdma_addr), "127.0.0.1");
-		else if (ra)
-			tool_fail("rdma: no active RDMA port with an IPv4 address here "
-				  "(/sys/class/infiniband): give the address with --rdma-addr");
+		tool_rdma_addr_default(o->rdma_addr, sizeof(o->rdma_addr));
 	}
 	/* Every context: only the transport measured, then the user's lines. */
 	tool_config_init(&o->config);

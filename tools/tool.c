@@ -682,6 +682,26 @@ int tool_rdma_local_addr(char *buf, size_t len)
 	return rc && ndev ? -1 : rc;
 }
 
+void tool_rdma_addr_default(char *buf, size_t len)
+{
+	int ra = buf[0] ? 0 : tool_rdma_local_addr(buf, len);
+
+	if (ra == -2)   /* no device: the library's "no RDMA device" says it */
+		snprintf(buf, len, "127.0.0.1");
+	else if (ra)
+		tool_fail("rdma: no active RDMA port with an IPv4 address here "
+			  "(/sys/class/infiniband): give the address with --rdma-addr");
+}
+
+void tool_parse_rdma_addr(const char *arg, char *buf, size_t len)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, arg, &a) != 1)
+		tool_usage_exit("bad --rdma-addr '%s': an IPv4 address", arg);
+	snprintf(buf, len, "%s", arg);
+}
+
 void tool_net_check(const char *transport, const struct tool_config *c,
 		    const char *netns)
 {

@@ -173,6 +173,15 @@ void tool_net_check(const char *transport, const struct tool_config *c,
  * no RDMA device at all (the library will say so). */
 int tool_rdma_local_addr(char *buf, size_t len);
 
+/* -t rdma's address in buf: kept if set (--rdma-addr), else this host's
+ * (tool_rdma_local_addr), else 127.0.0.1 when there is no RDMA device (the
+ * library then says "no RDMA device"); fails (exit 1) when devices exist
+ * but no port has an IPv4 address. */
+void tool_rdma_addr_default(char *buf, size_t len);
+/* --rdma-addr: an IPv4 address, copied into buf (usage error, exit 2, if
+ * it is not one). */
+void tool_parse_rdma_addr(const char *arg, char *buf, size_t len);
+
 /* ---- two-sided tools (flit-pong, flit-load) ------------------------------- */
 
 /* Pin the calling thread to `cpu`, or fail (exit 1) saying why. */
