@@ -317,8 +317,7 @@ int flit_ctx_describe(const flit_ctx *ctx, const char *transport, char *buf, siz
 	int i = transport_index(transport);
 	if (i < 0 || !ctx->tp[i])
 		return flit_err(ENOENT, "flit_ctx_describe: transport '%s' is not open in this context", transport);
-	const char *d = transports[i]->describe ? transports[i]->describe(ctx->tp[i]) : transports[i]->name;
-	return snprintf(buf, len, "%s", d);
+	return snprintf(buf, len, "%s", tp_desc(ctx, (unsigned)i));
 }
 
 int flit_ctx_ts_status(const flit_ctx *ctx, const char *transport, struct flit_ts_status *out)
