@@ -1092,7 +1092,7 @@ static void info_encoder_refuses_unknown_mode(void **state)
 	struct flit_ctl_info i = g_info();
 
 	for (unsigned m = 0; m < 256; m++) {
-		if (m == FLIT_MODE_MCAST || m == FLIT_MODE_UNICAST)
+		if (m >= FLIT_MODE_MCAST && m <= FLIT_MODE_RDMA)
 			continue;
 		i.mode = (uint8_t)m;
 		REFUSED(flit_ctl_info_encode(rbuf, sizeof(rbuf), 1, 1, &i, g_topics, 2));
@@ -1500,7 +1500,7 @@ static void check_rejects_unknown_info_mode(void **state)
 	for (unsigned m = 0; m < 256; m++) {
 		put_golden(buf, g);
 		buf[28] = (uint8_t)m;
-		expect_err(buf, g->len, m == FLIT_MODE_MCAST || m == FLIT_MODE_UNICAST
+		expect_err(buf, g->len, m >= FLIT_MODE_MCAST && m <= FLIT_MODE_RDMA
 					       ? FLIT_FE_OK : FLIT_FE_MSG_FLAGS);
 	}
 }

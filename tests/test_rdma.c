@@ -25,6 +25,9 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <dirent.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 
@@ -792,6 +795,113 @@ static bool local_addr(char *buf, size_t len)
 
 /* ---- the wire: connection messages (no device needed) ---------------------- */
 
+/* ---- resolution through the udp transport's resolver channel ------------- */
+
+/* The pattern subscriber's messages, by topic: rx[0] for res.a, rx[1] res.b. */
+static void on_pattern(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct rx *r = arg;
+	on_msg(sub, m, &r[strcmp(m->topic, "res.a") ? 1 : 0]);
+}
+
+/* The name of the interface that has IPv4 address a (the resolver's
+ * multicast goes out there). */
+static bool iface_of(const char *a, char *name, size_t cap)
+{
+	struct ifaddrs *ifs;
+	bool found = false;
+
+	if (getifaddrs(&ifs))
+		return false;
+	for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+		char b[INET_ADDRSTRLEN];
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    !inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, b, sizeof(b)) ||
+		    strcmp(b, a))
+			continue;
+		snprintf(name, cap, "%s", i->ifa_name);
+		found = true;
+	}
+	freeifaddrs(ifs);
+	return found;
+}
+
+static void poll_both(flit_ctx *a, flit_ctx *b)
+{
+	if (flit_ctx_poll(a, 0) + flit_ctx_poll(b, 0) <= 0)
+		sched_yield();
+}
+
+/* With udp in the contexts, rdma sources are advertised on the domain's
+ * resolver channel (INFO, mode RDMA): a pattern subscriber that was there
+ * before them and an exact subscriber that comes after them find them with
+ * no static map, get every message in order, and see the sources' END. */
+static int case_resolved(void)
+{
+	unsigned port = new_port();
+	const uint64_t n = 1000;
+	char res[256], ifname[IFNAMSIZ];
+	CHECK(iface_of(addr, ifname, sizeof(ifname)), "no interface has %s", addr);
+	snprintf(res, sizeof(res), "context.transports = udp,rdma\ncontext.udp.interface = %s\n"
+		 "context.udp.resolver = 239.192.77.%u:%u\n", ifname, 1 + port % 250, port);
+	flit_ctx *sc = ctx_new(0, res), *lc = ctx_new(0, res), *pc = ctx_new(port, res);
+	struct rx pat[2] = { { .size = 48 }, { .size = 48 } }, late = { .size = 48 };
+	FLIT_OPTS(flit_sub_opts, po, .on_msg = on_pattern, .arg = pat, .pattern = true);
+	flit_sub *sp = flit_sub_new(sc, "res.*", &po);
+	CHECK(sp, "pattern subscriber");
+	flit_pub *a = pub_new(pc, "res.a", NULL), *b = pub_new(pc, "res.b", NULL);
+	FLIT_OPTS(flit_sub_opts, lo, .on_msg = on_msg, .arg = &late);
+	flit_sub *sl = flit_sub_new(lc, "res.b", &lo);
+	CHECK(sl, "late exact subscriber");
+	for (uint64_t end = tl_now_ms() + 30000;
+	     flit_pub_receivers(a) != 1 || flit_pub_receivers(b) != 2;) {
+		CHECK(tl_now_ms() < end, "receivers: res.a %d of 1, res.b %d of 2",
+		      flit_pub_receivers(a), flit_pub_receivers(b));
+		poll_both(sc, lc);
+	}
+	CHECK(logged("found by resolution"), "the receivers did not say how they found the sources");
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned char buf[48];
+		tl_fill(buf, sizeof(buf), i);
+		for (flit_pub **p = (flit_pub *[]){ a, b, NULL }; *p; p++)
+			for (uint64_t end = tl_now_ms() + 30000; flit_pub_send(*p, buf, sizeof(buf)) != FLIT_OK;) {
+				CHECK(tl_now_ms() < end, "message %llu stuck", (unsigned long long)i);
+				poll_both(sc, lc);
+			}
+	}
+	flit_pub_close(a);
+	flit_pub_close(b);
+	for (uint64_t end = tl_now_ms() + 30000;
+	     pat[0].eos + pat[1].eos + late.eos < 3;) {
+		CHECK(tl_now_ms() < end, "got %llu+%llu+%llu of %llu each, EOS %llu+%llu+%llu",
+		      (unsigned long long)pat[0].got, (unsigned long long)pat[1].got,
+		      (unsigned long long)late.got, (unsigned long long)n,
+		      (unsigned long long)pat[0].eos, (unsigned long long)pat[1].eos,
+		      (unsigned long long)late.eos);
+		poll_both(sc, lc);
+	}
+	struct rx *all[] = { &pat[0], &pat[1], &late };
+	for (unsigned k = 0; k < 3; k++) {
+		CHECK(!all[k]->bad, "receiver %u: %s", k, all[k]->why);
+		CHECK(all[k]->got == n && all[k]->first == 0 && all[k]->bos == 1 && !all[k]->died,
+		      "receiver %u: %llu messages from %llu, BOS %llu, died %llu", k,
+		      (unsigned long long)all[k]->got, (unsigned long long)all[k]->first,
+		      (unsigned long long)all[k]->bos, (unsigned long long)all[k]->died);
+	}
+	flit_sub_close(sp);
+	flit_sub_close(sl);
+	flit_ctx_close(pc);
+	flit_ctx_close(sc);
+	flit_ctx_close(lc);
+	return 0;
+}
+
+static void resolver_finds_sources_for_pattern_and_late_exact_subscribers(void **state)
+{
+	(void)state;
+	isolated(case_resolved, 90000);
+}
+
 static void wire_messages_round_trip_and_refuse_malformed(void **state)
 {
 	uint8_t b[64];
@@ -878,6 +988,7 @@ int main(void)
 		cmocka_unit_test(two_subscribers_on_one_source_get_every_message),
 		cmocka_unit_test(dead_subscriber_is_dropped_others_continue_new_one_connects),
 		cmocka_unit_test(source_death_ends_session_receiver_reconnects),
+		cmocka_unit_test(resolver_finds_sources_for_pattern_and_late_exact_subscribers),
 	};
 	int n = 0, fails = cmocka_run_group_tests_name("rdma wire", wire, NULL, NULL);
 	struct ibv_device **l = ibv_get_device_list(&n);

@@ -23,6 +23,7 @@ struct flit_tp;   /* a transport's per-context state */
 struct flit_tsrc; /* a transport's per-publisher state */
 struct flit_rx_session;
 struct flit_tx_stamp;    /* include/flit/tstamp.h */
+struct flit_res_ad;
 struct flit_ts_status;
 
 /* Frame handler: a transport's poll calls it for each frame received.
@@ -73,6 +74,15 @@ struct flit_transport_ops {
 	int (*tx_stamp)(struct flit_tsrc *src, uint64_t seq, struct flit_tx_stamp *out);
 	/* optional: what the transport stamps (flit_ctx_ts_status()) */
 	int (*ts_status)(const struct flit_tp *tp, struct flit_ts_status *out);
+
+	/* optional, a transport with a resolver channel (udp, xdp): advertise
+	 * another transport's source there and answer queries for it, until
+	 * withdrawn (any thread) */
+	int (*res_advertise)(struct flit_tp *tp, const struct flit_res_ad *ad);
+	void (*res_withdraw)(struct flit_tp *tp, uint32_t session);
+	/* optional, a transport without one (rdma): resolution found a source
+	 * of ad->mode for a topic a subscriber wants (the polling thread) */
+	void (*res_found)(struct flit_tp *tp, const struct flit_res_ad *ad);
 };
 
 extern const struct flit_transport_ops flit_shm_ops;
@@ -144,6 +154,27 @@ void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
 		      struct flit_cfg_receiver *out);
 /* Receive-side counters a transport may bump from its poll thread. */
 struct flit_counters *flit_ctx_rx_counters(struct flit_ctx *ctx);
+
+/* ---- topic resolution for transports without a resolver of their own ----
+ * An rdma source is advertised on the domain's resolver channel by the
+ * context's udp (or xdp) transport, as INFO with mode FLIT_MODE_RDMA; that
+ * transport hands such INFO heard for a wanted topic to the rdma transport. */
+struct flit_res_ad {
+	uint32_t session;
+	uint8_t mode;              /* enum flit_ctl_mode: FLIT_MODE_RDMA */
+	uint32_t addr;             /* where to connect (network order); advertised
+				    * 0: the address the INFO came from */
+	uint16_t port;             /* host order */
+	const char *topic;
+};
+/* Advertise (the topic is copied) / withdraw.  -ENOPROTOOPT: no transport
+ * of the context has a resolver channel (udp not listed, or its resolver is
+ * off).  Any thread. */
+int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad);
+void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session);
+/* From a resolver transport's poll: hand ad (addr resolved, not 0) to the
+ * transport of ad->mode, if the context has it open. */
+void flit_ctx_res_found(struct flit_ctx *ctx, const struct flit_res_ad *ad);
 
 uint64_t flit_realtime_now(void);
 uint64_t flit_monotonic_now(void);

@@ -537,6 +537,38 @@ void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
 	flit_cfg_receiver(&ctx->cfg, topic, NULL, out);
 }
 
+/* ---- resolution on behalf of transports without a resolver (core.h) ----- */
+
+int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad)
+{
+	int err = flit_err(ENOPROTOOPT, "no transport with a resolver channel in context.transports (%s)",
+			   ctx->ccfg.transports);
+
+	for (unsigned i = 0; i < NTRANSPORTS; i++) {
+		struct flit_tp *tp;
+		if (!transports[i]->res_advertise || !tp_enabled(ctx, i))
+			continue;
+		if ((err = ctx_tp(ctx, i, &tp)) == 0 &&
+		    (err = transports[i]->res_advertise(tp, ad)) == 0)
+			return 0;
+	}
+	return err;
+}
+
+void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session)
+{
+	for (unsigned i = 0; i < NTRANSPORTS; i++)
+		if (transports[i]->res_withdraw && ctx->tp[i])
+			transports[i]->res_withdraw(ctx->tp[i], session);
+}
+
+void flit_ctx_res_found(struct flit_ctx *ctx, const struct flit_res_ad *ad)
+{
+	for (unsigned i = 0; i < NTRANSPORTS; i++)
+		if (transports[i]->res_found && ctx->tp[i])
+			transports[i]->res_found(ctx->tp[i], ad);
+}
+
 static void deliver_event(struct flit_rx_session *rs, flit_sub *s,
 			  const char *topic, enum flit_msg_kind kind,
 			  uint32_t flags, uint64_t seq, uint64_t lost)

@@ -37,7 +37,7 @@ local type_vs = {}
 for k, v in pairs(type_names) do type_vs[k] = v end
 for t = 8, 15 do type_vs[t] = "reserved control frame" end
 local status_vs = { [0] = "RETX", [1] = "GONE", [2] = "FUTURE" }
-local mode_vs = { [1] = "MCAST", [2] = "UNICAST" }
+local mode_vs = { [1] = "MCAST", [2] = "UNICAST", [3] = "RDMA" }
 local kind_vs = { [0] = "EXACT", [1] = "PATTERN" }
 
 local F = {
@@ -358,7 +358,7 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 		tree:add_le(F.domain, tvb(24, 4))
 		local mode = tvb(28, 1):uint()
 		local mit = tree:add(F.mode, tvb(28, 1))
-		if mode ~= 1 and mode ~= 2 then bad(mit, "mode %d, must be 1 or 2 (FLIT_FE_MSG_FLAGS)", mode) end
+		if mode < 1 or mode > 3 then bad(mit, "mode %d, must be 1, 2 or 3 (FLIT_FE_MSG_FLAGS)", mode) end
 		check_zero(tvb, tree, 29, 1, "reserved byte 29")
 		tree:add_le(F.data_port, tvb(30, 2))
 		tree:add(F.data_addr, tvb(32, 4))
@@ -369,6 +369,8 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 		local names = {}
 		name_walk(tvb, tree, 48, flen, count, 5, session, names)
 		local where = mode == 1 and string.format("%s:%d", tostring(tvb(32, 4):ipv4()), tvb(30, 2):le_uint())
+			or mode == 3 and string.format("rdma %s:%d", tvb(32, 4):uint() == 0 and "(sender)"
+				or tostring(tvb(32, 4):ipv4()), tvb(30, 2):le_uint())
 			or "unicast"
 		pinfo.cols.info:set(string.format("INFO session 0x%08x %s next %s topics: %s", session, where,
 			tostring(seq), table.concat(names, ", ")))

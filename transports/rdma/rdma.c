@@ -262,6 +262,7 @@ struct rsrc {                    /* one publisher */
 	uint32_t nslots, sig_every;
 	struct ibv_mr *mr[MAX_DEVS];
 	uint64_t nframes;            /* frames posted: the next frame's number */
+	bool advertised;             /* on the resolver channel (flit_ctx_res_advertise) */
 	uint8_t *frame;              /* the frame being built (its slot), or NULL */
 	uint32_t flen;
 	uint16_t fcount;
@@ -319,6 +320,8 @@ struct rtarget {                 /* a topic we connect for, and where */
 	uint64_t retry_at;
 	char why[200];               /* the last failure, logged once */
 	bool mark;
+	bool resolved;               /* found by resolution, not the static map */
+	uint64_t heard;              /* resolved: its last advertisement */
 };
 
 struct rdev {
@@ -1235,6 +1238,19 @@ static int rdma_src_open(struct flit_tp *tp, const char *topic,
 	pthread_mutex_unlock(&tp->lock);
 	if (err)
 		goto fail;
+	{
+		/* on the domain's resolver channel, when the context has one
+		 * (udp listed): receivers find it by topic or pattern */
+		struct flit_res_ad ad = {
+			.session = s->session, .mode = FLIT_MODE_RDMA,
+			.addr = tp->laddr.sin_addr.s_addr, .port = ntohs(tp->laddr.sin_port),
+			.topic = topic,
+		};
+		s->advertised = flit_ctx_res_advertise(tp->ctx, &ad) == 0;
+		if (!s->advertised)
+			flit_debug("rdma: source %s is not advertised (%s): receivers find it "
+				   "through receiver.rdma.static", topic, flit_errmsg());
+	}
 	flit_info("rdma: source %s session %08x (%s, frames <= %u bytes, %u slots)", topic, s->session,
 		  s->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send", s->frame_max, s->nslots);
 	*out = (struct flit_tsrc *)s;
@@ -1255,6 +1271,8 @@ static void rdma_src_close(struct flit_tsrc *ts)
 	struct flit_tp *tp = s->tp;
 
 	/* no new receiver from now on */
+	if (s->advertised)
+		flit_ctx_res_withdraw(tp->ctx, s->session);
 	pthread_mutex_lock(&tp->lock);
 	for (struct rsrc **pp = &tp->srcs; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
@@ -1795,6 +1813,11 @@ static int rx_cm_events(struct flit_tp *tp, uint64_t now)
 
 struct tbuild { struct flit_tp *tp; };
 
+static struct rtarget *target_find(struct flit_tp *tp, const char *topic,
+				   const struct sockaddr_in *sa);
+static struct rtarget *target_new(struct flit_tp *tp, const char *topic,
+				  const struct sockaddr_in *sa, const struct flit_cfg_receiver *rc);
+
 static int target_add(void *arg, const char *topic, bool pattern, const struct flit_cfg_receiver *rc)
 {
 	struct flit_tp *tp = ((struct tbuild *)arg)->tp;
@@ -1806,22 +1829,39 @@ static int target_add(void *arg, const char *topic, bool pattern, const struct f
 	if (pattern) {
 		if (!tp->pattern_warned)
 			flit_warn("rdma: receiver.rdma.static applies to exact topics; pattern subscription "
-				  "'%s' gets nothing over rdma (subscribe to each topic)", topic);
+				  "'%s' finds rdma sources through the resolver channel only", topic);
 		tp->pattern_warned = true;
 		return 0;
 	}
 	flit_ep_parse(rc->rdma_static, &sa);
-	for (t = tp->targets; t; t = t->next)
-		if (!strcmp(t->topic, topic) && t->sa.sin_addr.s_addr == sa.sin_addr.s_addr &&
-		    t->sa.sin_port == sa.sin_port) {
-			t->mark = true;
-			return 0;
-		}
-	t = calloc(1, sizeof(*t));
-	if (!t)
+	if ((t = target_find(tp, topic, &sa))) {
+		t->mark = true;
 		return 0;
-	t->sa = sa;
-	flit_ep_str(&sa, t->ep, sizeof(t->ep));
+	}
+	target_new(tp, topic, &sa, rc);
+	return 0;
+}
+
+static struct rtarget *target_find(struct flit_tp *tp, const char *topic,
+				   const struct sockaddr_in *sa)
+{
+	for (struct rtarget *t = tp->targets; t; t = t->next)
+		if (!strcmp(t->topic, topic) && t->sa.sin_addr.s_addr == sa->sin_addr.s_addr &&
+		    t->sa.sin_port == sa->sin_port)
+			return t;
+	return NULL;
+}
+
+/* A new target, connected at the next housekeeping. */
+static struct rtarget *target_new(struct flit_tp *tp, const char *topic,
+				  const struct sockaddr_in *sa, const struct flit_cfg_receiver *rc)
+{
+	struct rtarget *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->sa = *sa;
+	flit_ep_str(sa, t->ep, sizeof(t->ep));
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	t->hash = flit_rdma_topic_hash(topic);
 	t->depth = rc->rdma_depth;
@@ -1832,7 +1872,48 @@ static int target_add(void *arg, const char *topic, bool pattern, const struct f
 	t->mark = true;
 	t->next = tp->targets;
 	tp->targets = t;
-	return 0;
+	tp->next_house = 0; /* connect soon */
+	return t;
+}
+
+/* Unlink and free *pp, closing its connection (EOS only to subscribers
+ * that still want it: none, when the subscriptions went). */
+static void target_drop(struct flit_tp *tp, struct rtarget **pp)
+{
+	struct rtarget *t = *pp;
+
+	*pp = t->next;
+	if (t->c) {
+		struct rconn *c = t->c;
+		if (c->rs)
+			flit_rx_session_end(c->rs, 0);
+		c->rs = NULL;
+		c->t = NULL;
+		rconn_free(tp, c);
+	}
+	free(t);
+}
+
+/* Resolution (the context's udp transport heard an rdma source's INFO for
+ * a topic a subscriber wants): connect to it, or note that it is alive. */
+static void rdma_res_found(struct flit_tp *tp, const struct flit_res_ad *ad)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(ad->port),
+				  .sin_addr.s_addr = ad->addr };
+	struct flit_cfg_receiver rc;
+	struct rtarget *t;
+
+	if (ad->mode != FLIT_MODE_RDMA || !ad->port || !ad->addr)
+		return;
+	if (!(t = target_find(tp, ad->topic, &sa))) {
+		flit_ctx_rcv_cfg(tp->ctx, ad->topic, &rc);
+		if (!(t = target_new(tp, ad->topic, &sa, &rc)))
+			return;
+		t->resolved = true;
+		flit_info("rdma: '%s': source session %08x at %s, found by resolution", t->topic,
+			  ad->session, t->ep);
+	}
+	t->heard = mono();
 }
 
 /* Targets follow the subscriptions: new ones connect at the next poll,
@@ -1842,24 +1923,13 @@ static void rebind(struct flit_tp *tp)
 	struct tbuild b = { .tp = tp };
 
 	for (struct rtarget *t = tp->targets; t; t = t->next)
-		t->mark = false;
+		t->mark = t->resolved && flit_ctx_wants(tp->ctx, t->topic);
 	flit_ctx_each_sub(tp->ctx, target_add, &b);
 	for (struct rtarget **pp = &tp->targets; *pp;) {
-		struct rtarget *t = *pp;
-		if (t->mark) {
-			pp = &t->next;
-			continue;
-		}
-		*pp = t->next;
-		if (t->c) {
-			struct rconn *c = t->c;
-			if (c->rs)
-				flit_rx_session_end(c->rs, 0);
-			c->rs = NULL;
-			c->t = NULL;
-			rconn_free(tp, c);
-		}
-		free(t);
+		if ((*pp)->mark)
+			pp = &(*pp)->next;
+		else
+			target_drop(tp, pp);
 	}
 	tp->dirty = false;
 	tp->next_house = 0; /* connect soon */
@@ -1880,6 +1950,18 @@ static int housekeeping(struct flit_tp *tp, uint64_t now)
 	tp->now = now;
 	int ev = rx_cm_events(tp, now);
 
+	/* a resolved source that stopped advertising and cannot be reached
+	 * is forgotten (it moved, or it is gone for good) */
+	uint64_t expiry = 3 * (uint64_t)tp->cc->udp_resolver_max_ms * MS + 1000 * MS;
+	for (struct rtarget **pp = &tp->targets; *pp;) {
+		struct rtarget *t = *pp;
+		if (t->resolved && now - t->heard > expiry && (!t->c || t->c->state != RC_UP)) {
+			flit_info("rdma: '%s': source at %s no longer advertised; forgotten", t->topic, t->ep);
+			target_drop(tp, pp);
+		} else {
+			pp = &t->next;
+		}
+	}
 	for (struct rtarget *t = tp->targets; t; t = t->next)
 		if (!t->c && now >= t->retry_at)
 			rconn_start(tp, t, now);
@@ -2052,4 +2134,5 @@ const struct flit_transport_ops flit_rdma_ops = {
 	.subs_changed = rdma_subs_changed,
 	.poll = rdma_poll,
 	.describe = rdma_describe,
+	.res_found = rdma_res_found,
 };

@@ -159,6 +159,19 @@ struct udp_src {
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 };
 
+/* Another transport's source (rdma) advertised on the resolver channel. */
+struct fad {
+	struct fad *next;
+	uint32_t session;
+	uint8_t mode;
+	uint32_t addr;               /* network order; 0: our address */
+	uint16_t port;
+	uint64_t advert_at, advert_ivl, last_advert;
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+#define MAX_FOUND 1024          /* topics resolved to another transport */
+
 struct flit_tp {
 	struct flit_ctx *ctx;
 	const struct flit_cfg_context *cc;
@@ -195,12 +208,15 @@ struct flit_tp {
 	unsigned unk_next;
 	uint32_t ended[NENDED];
 	unsigned ended_next, nsess;
+	char **found;                /* topics another transport was given */
+	unsigned nfound;
 	uint64_t rng;
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 
 	/* source side */
 	pthread_mutex_t lock;        /* srcs, res_fd, the thread's state */
 	struct udp_src *srcs;
+	struct fad *fads;            /* other transports' sources */
 	bool xk_tx_ts;               /* xdp: AF_XDP TX metadata stamps on */
 	int res_fd;                  /* hears queries for our sources */
 	int epfd, wakefd;
@@ -210,6 +226,7 @@ struct flit_tp {
 	uint64_t srng;               /* the service's random numbers (tp->lock) */
 	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
+	uint8_t ctl_fad[CTL_BUF] __attribute__((aligned(8))); /* fads_service (tp->lock) */
 };
 
 static uint64_t mono(void)
@@ -590,6 +607,49 @@ static const char *ctl_name_str(const struct flit_ctl_name *nm, char buf[FLIT_TO
 }
 
 /* An INFO frame (from the resolver, a query reply, or a static source). */
+static bool found_has(const struct flit_tp *tp, const char *topic)
+{
+	for (unsigned i = 0; i < tp->nfound; i++)
+		if (!strcmp(tp->found[i], topic))
+			return true;
+	return false;
+}
+
+/* INFO of another transport's source (rdma): hand each wanted topic to
+ * the context, which gives it to that transport.  Remembered, so that
+ * queries stop asking for it. */
+static int on_foreign_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
+			   const struct flit_ctl_info *in, const struct sockaddr_in *from)
+{
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+	char name[FLIT_TOPIC_MAX + 1];
+
+	if (!in->data_port) {
+		flit_ctx_rx_counters(tp->ctx)->malformed++;
+		return 0;
+	}
+	flit_ctl_names_init(&it, f, h);
+	while (flit_ctl_names_next(&it, &nm)) {
+		ctl_name_str(&nm, name);
+		if (!flit_ctx_wants(tp->ctx, name))
+			continue;
+		struct flit_res_ad ad = {
+			.session = h->session_id, .mode = in->mode,
+			.addr = in->data_addr ? in->data_addr : from->sin_addr.s_addr,
+			.port = in->data_port, .topic = name,
+		};
+		flit_ctx_res_found(tp->ctx, &ad);
+		if (!found_has(tp, name) && tp->nfound < MAX_FOUND) {
+			if (!tp->found)
+				tp->found = calloc(MAX_FOUND, sizeof(*tp->found));
+			if (tp->found && (tp->found[tp->nfound] = strdup(name)))
+				tp->nfound++;
+		}
+	}
+	return 0;
+}
+
 static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
 		   const struct sockaddr_in *from, uint64_t now)
 {
@@ -601,6 +661,8 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	flit_ctl_info_get(f, &in);
 	if (in.domain != tp->domain || h->count == 0)
 		return 0;
+	if (in.mode == FLIT_MODE_RDMA)
+		return on_foreign_info(tp, f, h, &in, from);
 	/* topic indexes name slots of a table the core allocates: only
 	 * 0 .. count-1 are sane (a source of this library uses 0) */
 	flit_ctl_names_init(&it, f, h);
@@ -836,6 +898,8 @@ struct qbuild {
 
 static bool topic_bound(struct flit_tp *tp, const char *topic)
 {
+	if (found_has(tp, topic))
+		return true;
 	for (struct rsess *s = tp->sess; s; s = s->next)
 		if (s->core)
 			for (unsigned i = 0; i < s->ntopics; i++)
@@ -1649,7 +1713,101 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 				s->advert_at = at;
 			src_unlock(s);
 		}
+		for (struct fad *a = tp->fads; a; a = a->next) {
+			struct flit_ctl_name_iter it;
+			struct flit_ctl_name nm;
+			bool match = false;
+			char name[FLIT_TOPIC_MAX + 1];
+			flit_ctl_names_init(&it, tp->rbuf, &h);
+			while (!match && flit_ctl_names_next(&it, &nm)) {
+				ctl_name_str(&nm, name);
+				match = nm.kind == FLIT_NAME_PATTERN ? fnmatch(name, a->topic, 0) == 0
+								     : strcmp(name, a->topic) == 0;
+			}
+			if (!match)
+				continue;
+			uint64_t at = now + rng_next(&tp->srng) % (2 * MS);
+			if (at < a->last_advert + ADVERT_MIN_NS)
+				at = a->last_advert + ADVERT_MIN_NS;
+			if (at < a->advert_at)
+				a->advert_at = at;
+		}
 	}
+}
+
+static int thread_start(struct flit_tp *tp);
+static void wake(struct flit_tp *tp);
+
+/* Advertise the other transports' sources that are due.  tp->lock held.
+ * Returns the next deadline. */
+static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
+{
+	uint64_t next = UINT64_MAX, max = tp->cc->udp_resolver_max_ms * MS;
+
+	if (!tp->resolver.sin_port || tp->res_fd < 0)
+		return next;
+	for (struct fad *a = tp->fads; a; a = a->next) {
+		if (now >= a->advert_at) {
+			struct flit_ctl_info in = {
+				.domain = tp->domain, .mode = a->mode,
+				.data_port = a->port, .data_addr = a->addr,
+				.pid = (uint32_t)getpid(),
+			};
+			struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
+						   .len = (uint16_t)strlen(a->topic), .name = a->topic };
+			size_t len = flit_ctl_info_encode(tp->ctl_fad, sizeof(tp->ctl_fad), a->session,
+							  0, &in, &t, 1);
+			if (len)
+				sendto(tp->res_fd, tp->ctl_fad, len, MSG_DONTWAIT,
+				       (struct sockaddr *)&tp->resolver, sizeof(tp->resolver));
+			a->last_advert = now;
+			a->advert_ivl = a->advert_ivl * 2 > max ? max : a->advert_ivl * 2;
+			a->advert_at = now + a->advert_ivl;
+		}
+		if (a->advert_at < next)
+			next = a->advert_at;
+	}
+	return next;
+}
+
+static int udp_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad)
+{
+	struct fad *a;
+
+	if (!tp->resolver.sin_port || tp->res_fd < 0)
+		return flit_err(ENOPROTOOPT, "%s: topic resolution by multicast is off (context.udp.resolver)",
+				tp->xp ? "xdp" : "udp");
+	if (strlen(ad->topic) > FLIT_TOPIC_MAX || !(a = calloc(1, sizeof(*a))))
+		return flit_err(ad->topic && strlen(ad->topic) > FLIT_TOPIC_MAX ? EINVAL : ENOMEM,
+				"udp: cannot advertise topic '%s'", ad->topic);
+	a->session = ad->session;
+	a->mode = ad->mode;
+	a->addr = ad->addr;
+	a->port = ad->port;
+	strcpy(a->topic, ad->topic);
+	a->advert_ivl = ADVERT_MIN_NS / 2;
+	a->advert_at = mono();
+	pthread_mutex_lock(&tp->lock);
+	a->next = tp->fads;
+	tp->fads = a;
+	pthread_mutex_unlock(&tp->lock);
+	if (thread_start(tp))
+		flit_warn("%s; advertisements are sent by flit_ctx_poll() only", flit_errmsg());
+	wake(tp);
+	return 0;
+}
+
+static void udp_res_withdraw(struct flit_tp *tp, uint32_t session)
+{
+	pthread_mutex_lock(&tp->lock);
+	for (struct fad **pp = &tp->fads; *pp; pp = &(*pp)->next)
+		if ((*pp)->session == session) {
+			struct fad *a = *pp;
+			*pp = a->next;
+			free(a);
+			break;
+		}
+	pthread_mutex_unlock(&tp->lock);
 }
 
 /* One pass of the source-side service; returns the next deadline. */
@@ -1659,6 +1817,9 @@ static uint64_t service_all(struct flit_tp *tp, uint64_t now)
 
 	pthread_mutex_lock(&tp->lock);
 	res_service(tp, now);
+	uint64_t fdl = fads_service(tp, now);
+	if (fdl < next)
+		next = fdl;
 	for (struct udp_src *s = tp->srcs; s; s = s->next) {
 		src_lock(s);
 		uint64_t dl = src_service(s, now);
@@ -2038,6 +2199,14 @@ static void udp_close(struct flit_tp *tp)
 	}
 	statics_release(tp);
 	free(tp->statics);
+	while (tp->fads) {
+		struct fad *a = tp->fads;
+		tp->fads = a->next;
+		free(a);
+	}
+	for (unsigned i = 0; i < tp->nfound; i++)
+		free(tp->found[i]);
+	free(tp->found);
 	free(tp->static_uc);
 	rsock_reap(tp);
 	flit_udp_io_close(tp->xk_io);
@@ -2284,7 +2453,8 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	}
 	if (FLIT_UNLIKELY(now >= tp->next_house)) {
 		total += housekeeping(tp, now, limit);
-		if (__atomic_load_n(&tp->srcs, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&tp->srcs, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&tp->fads, __ATOMIC_RELAXED)) {
 			uint64_t dl = service_all(tp, now);
 			if (dl < tp->next_house)
 				tp->next_house = dl;
@@ -2316,6 +2486,8 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	.src_counters = udp_src_counters,  \
 	.subs_changed = udp_subs_changed,  \
 	.poll = udp_poll,                  \
+	.res_advertise = udp_res_advertise, \
+	.res_withdraw = udp_res_withdraw,  \
 	.describe = udp_describe
 
 const struct flit_transport_ops flit_udp_ops = {
