@@ -173,7 +173,7 @@ fuzz: $(FUZZ_BINS)
 	$(Q)for f in $(FUZZ_NAMES); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$f; \
 		echo "  FUZZ   $$f for $(FUZZ_TIME)s"; \
-		$(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		$(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
 			$(BUILD)/fuzz/corpus-$$f tests/fuzz/corpus/$${f#fuzz_} || exit 1; \
 	done
 

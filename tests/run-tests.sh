@@ -30,7 +30,10 @@ for t in "$@"; do
         cmd=(sh -c "echo 'SKIP: $f not built (clang libFuzzer runtime missing: apt-get install libclang-rt-14-dev)'; exit 77")
       else
         mkdir -p "$BUILD/fuzz/corpus-$f"
-        cmd=("$bin" -max_total_time="$FUZZ_SECONDS" "$BUILD/fuzz/corpus-$f" "$corpus")
+        # libFuzzer's default error exit code is 77, this runner's "skip":
+        # a crash must fail
+        cmd=("$bin" -max_total_time="$FUZZ_SECONDS" -error_exitcode=1 -timeout_exitcode=1
+             -artifact_prefix="$BUILD/fuzz/" "$BUILD/fuzz/corpus-$f" "$corpus")
       fi ;;
     *)
       if [ -x "$BUILD/tests/$t" ]; then cmd=("$BUILD/tests/$t")

@@ -360,7 +360,7 @@ static void fuzz_encoders(const uint8_t *d, size_t size)
 		.ctl_port = (uint16_t)(next >> 32),
 		.pid = (uint32_t)size,
 	};
-	bool mode_ok = info.mode == FLIT_MODE_MCAST || info.mode == FLIT_MODE_UNICAST;
+	bool mode_ok = info.mode >= FLIT_MODE_MCAST && info.mode <= FLIT_MODE_RDMA;
 	got = flit_ctl_info_encode(encbuf, sizeof(encbuf), 5, trail, &info, names, nn);
 	if (!mode_ok || !names_valid(nn, false)) {
 		CHECK(got == 0);
