@@ -91,6 +91,8 @@ expect 2 flit-thru --cpus ,
 expect 2 flit-pong --mode sideways
 expect 2 flit-pong --role both
 expect 2 flit-floor --lines 3
+expect 2 flit-floor --size 16
+expect 2 flit-floor --lines ring --size 4097
 
 # network namespaces, -C
 expect 2 flit-pong -t udp --netns
@@ -186,6 +188,17 @@ else
   else
     fail "flit-floor exited $?"; sed 's/^/    | /' "$tmp/floor.err"
   fi
+  # ring mode: 20000 records wrap the 1 MiB rings (512 B: 11 times, 4096 B:
+  # 80 times), every record checked for sequence and size
+  for s in 0 16 512 4096; do
+    if timeout 60 "$D/flit-floor" --lines ring -s $s -n 20000 -w 100 --json >"$tmp/ring.json" 2>"$tmp/ring.err"; then
+      check_json "$tmp/ring.json" tool size count min_ns p50_ns clock mode &&
+        grep -q "\"size\":$s," "$tmp/ring.json" && grep -q '"mode":"ring,' "$tmp/ring.json" &&
+        echo "ok: flit-floor --lines ring -s $s" || { fail "flit-floor ring JSON"; cat "$tmp/ring.json"; }
+    else
+      fail "flit-floor --lines ring -s $s exited $?"; sed 's/^/    | /' "$tmp/ring.err"
+    fi
+  done
 fi
 if timeout 60 "$D/flit-thru" -t shm -n 100000 --json >"$tmp/thru.json" 2>"$tmp/thru.err"; then
   check_json "$tmp/thru.json" tool transport size count msgs_per_sec clock mode side ||

@@ -12,6 +12,10 @@
  * Mode "single-line" (default): both directions flip the same 64-byte line
  * (odd values A->B, even values B->A).  Mode "two-lines": each direction has
  * its own line, so every transfer is a read of a line the peer wrote last.
+ * Mode "ring": each direction is an shm transport ring (transports/shm's
+ * record protocol, one writer and one reader, receiver-paced) carrying a
+ * frame of SIZE payload bytes, without the library around it: what the
+ * ring's protocol itself costs above the line floors.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +26,9 @@
 #include <string.h>
 
 #include "tool.h"
+#include "codec.h"
+#include "config.h"
+#include "shm/shm_ring.h"
 
 static const char usage[] =
 "Usage: flit-floor [options]\n"
@@ -31,7 +38,10 @@ static const char usage[] =
 "  -n, --count N      measured round trips (default 1000000; suffixes k M)\n"
 "  -w, --warmup N     unmeasured round trips first (default 100000)\n"
 "  -c, --cpus A,B     CPUs of the two threads (default: the first two allowed)\n"
-"  -l, --lines 1|2    one shared line (default) or one line per direction\n"
+"  -l, --lines 1|2|ring  one shared line (default), one line per direction,\n"
+"                     or an shm ring per direction (the transport's record\n"
+"                     protocol without the library)\n"
+"  -s, --size N       ring: payload bytes per message (default 16; 0 to 4096)\n"
 "  -T, --timeout S    give up if one round trip takes longer (default 5)\n"
 "  -j, --json         one JSON object on stdout (header to stderr)\n"
 "  -H, --hist         print a log2 histogram of the samples\n"
@@ -46,11 +56,18 @@ struct line {
 
 /* Shared by the two threads.  The lines come first, each on its own cache
  * line; the read-only setup and the control flags after them, apart. */
+enum floor_mode { ONE_LINE, TWO_LINES, RING };
+
+#define RING_CAP (1u << 20)
+
 struct floor_run {
 	struct line a;                  /* A -> B, and B -> A with one line */
 	struct line b;                  /* B -> A with two lines */
 	_Alignas(64) uint64_t total;    /* warm-up + measured round trips */
 	bool two_lines;
+	enum floor_mode mode;
+	uint32_t size;                  /* ring: payload bytes */
+	void *ring[2];                  /* ring: A -> B, B -> A */
 	int cpu_b;
 	uint64_t timeout_ticks;
 	const struct tool_clock *clk;
@@ -61,6 +78,122 @@ struct floor_run {
 /* Spins between clock checks in the wait loops: rare enough to cost
  * nothing, frequent enough (~1 ms) to notice a stall. */
 #define CHECK_EVERY 0xffffu
+
+/* ---- ring mode ------------------------------------------------------------- */
+
+/* One side's ends: it writes ring[out], reads ring[!out] (slot 0). */
+struct ring_end {
+	struct shm_wr w;
+	struct shm_rd r;
+	uint64_t seq, rseq;      /* next sent, next expected */
+	bool bad;                /* a record out of sequence or of the wrong size */
+	uint8_t buf[4096];
+};
+
+static void ring_end_init(struct ring_end *e, struct floor_run *r, int out)
+{
+	uint64_t seq;
+	struct shm_slot *sl = shm_slot(r->ring[!out], 0);
+	uint64_t pos = shm_rd_join(r->ring[!out], sl, SHM_SLOT_ACTIVE, &seq);
+
+	shm_wr_init(&e->w, r->ring[out]);
+	shm_rd_init(&e->r, r->ring[!out], sl, NULL, false, pos);
+	e->seq = e->rseq = 0;
+	e->bad = false;
+	memset(e->buf, 0xa5, sizeof(e->buf));
+}
+
+/* What shm_send()'s fast path does: the frame in place, then publish. */
+static bool ring_send(struct ring_end *e, uint32_t size)
+{
+	uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(size, false));
+	uint8_t *f = shm_wr_reserve(&e->w, flen);
+
+	if (!f)
+		return false;
+	uint8_t *pl = flit_frame_put_single(f, 1, e->seq++, 0, size, false, 0);
+	memcpy(pl, e->buf, size);
+	shm_wr_publish(&e->w, flen);
+	return true;
+}
+
+/* Poll once: the payload copied out, true; nothing yet, false. */
+static bool ring_recv(struct ring_end *e, uint32_t size)
+{
+	const void *f;
+	uint32_t len;
+
+	if (shm_rd_next(&e->r, &f, &len) != SHM_RD_FRAME)
+		return false;
+	if (flit_ld64((const uint8_t *)f + 16) != e->rseq++ ||
+	    len != FLIT_FRAME_HDR_LEN + flit_msg_wire_len(size, false))
+		e->bad = true;
+	memcpy(e->buf, (const uint8_t *)f + FLIT_FRAME_HDR_LEN + FLIT_MSG_HDR_LEN,
+	       len - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN);
+	shm_rd_commit(&e->r);
+	return true;
+}
+
+static void *ring_b(struct floor_run *r)
+{
+	struct ring_end *e = aligned_alloc(64, (sizeof(*e) + 63) & ~(size_t)63);
+
+	if (!e) {
+		atomic_store(&r->b_state, -ENOMEM);
+		return NULL;
+	}
+	ring_end_init(e, r, 1);
+	atomic_store(&r->b_state, 1);
+	for (uint64_t i = 0; i < r->total; i++) {
+		uint64_t spins = 0;
+		while (!ring_recv(e, r->size))
+			if ((++spins & CHECK_EVERY) == 0 &&
+			    atomic_load_explicit(&r->abort, memory_order_relaxed))
+				goto cancel;
+		while (!ring_send(e, r->size))
+			if ((++spins & CHECK_EVERY) == 0 &&
+			    atomic_load_explicit(&r->abort, memory_order_relaxed))
+				goto cancel;
+	}
+	atomic_store(&r->b_state, e->bad ? -EPROTO : 2);
+	free(e);
+	return NULL;
+cancel:
+	atomic_store(&r->b_state, -ECANCELED);
+	free(e);
+	return NULL;
+}
+
+static int ring_a(struct floor_run *r, uint64_t warmup, uint64_t *samples)
+{
+	struct ring_end *e = aligned_alloc(64, (sizeof(*e) + 63) & ~(size_t)63);
+	const struct tool_clock *clk = r->clk;
+	int rc = 0;
+
+	if (!e)
+		return -ENOMEM;
+	ring_end_init(e, r, 0);
+	shm_wr_refresh_limit(&e->w); /* B's reader slot is taken by now */
+	for (uint64_t i = 0; i < r->total && !rc; i++) {
+		uint64_t spins = 0, t0, t1;
+		t0 = tool_now(clk);
+		while (!ring_send(e, r->size))
+			if ((++spins & CHECK_EVERY) == 0 && tool_now(clk) - t0 > r->timeout_ticks)
+				rc = -ETIMEDOUT;
+		while (!rc && !ring_recv(e, r->size))
+			if ((++spins & CHECK_EVERY) == 0 && tool_now(clk) - t0 > r->timeout_ticks)
+				rc = -ETIMEDOUT;
+		t1 = tool_now(clk);
+		if (i >= warmup)
+			samples[i - warmup] = t1 - t0;
+	}
+	if (!rc && e->bad)
+		rc = -EPROTO;
+	free(e);
+	return rc;
+}
+
+/* ---- line modes ------------------------------------------------------------ */
 
 static void *thread_b(void *arg)
 {
@@ -73,6 +206,8 @@ static void *thread_b(void *arg)
 		atomic_store(&r->b_state, rc);
 		return NULL;
 	}
+	if (r->mode == RING)
+		return ring_b(r);
 	atomic_store(&r->b_state, 1);
 	for (uint64_t i = 0; i < r->total; i++) {
 		uint64_t want = r->two_lines ? i + 1 : 2 * i + 1;
@@ -125,6 +260,7 @@ int main(int argc, char **argv)
 		{ "warmup",  required_argument, NULL, 'w' },
 		{ "cpus",    required_argument, NULL, 'c' },
 		{ "lines",   required_argument, NULL, 'l' },
+		{ "size",    required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "json",    no_argument,       NULL, 'j' },
 		{ "hist",    no_argument,       NULL, 'H' },
@@ -133,7 +269,9 @@ int main(int argc, char **argv)
 	};
 	uint64_t count = 1000000, warmup = 100000;
 	double timeout_s = 5;
-	bool json = false, hist = false, two_lines = false, cpus_set = false;
+	bool json = false, hist = false, two_lines = false, cpus_set = false, size_set = false;
+	enum floor_mode fmode = ONE_LINE;
+	uint32_t size = 16;
 	int cpus[2], opt, rc, b_state;
 	char cpustr[64], mode[96], clkdesc[128];
 	struct tool_clock clk;
@@ -145,7 +283,7 @@ int main(int argc, char **argv)
 	FILE *hdr;
 
 	tool_init("flit-floor", usage);
-	while ((opt = getopt_long(argc, argv, ":n:w:c:l:T:jHh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":n:w:c:l:s:T:jHh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'n': count = tool_parse_count("count", optarg, 1, 1000000000); break;
 		case 'w': warmup = tool_parse_count("warmup", optarg, 0, 1000000000); break;
@@ -160,11 +298,18 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			if (!strcmp(optarg, "1"))
-				two_lines = false;
+				fmode = ONE_LINE;
 			else if (!strcmp(optarg, "2"))
-				two_lines = true;
+				fmode = TWO_LINES;
+			else if (!strcmp(optarg, "ring"))
+				fmode = RING;
 			else
-				tool_usage_exit("bad lines '%s': 1 or 2", optarg);
+				tool_usage_exit("bad lines '%s': 1, 2 or ring", optarg);
+			two_lines = fmode == TWO_LINES;
+			break;
+		case 's':
+			size = (uint32_t)tool_parse_count("size", optarg, 0, 4096);
+			size_set = true;
 			break;
 		case 'T': timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 3600); break;
 		case 'j': json = true; break;
@@ -175,6 +320,8 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (size_set && fmode != RING)
+		tool_usage_exit("--size applies to --lines ring (a line is 64 bytes)");
 	if (!cpus_set && tool_default_cpus(cpus, 2) < 2)
 		tool_fail("needs two CPUs; this process may use only one");
 
@@ -190,6 +337,19 @@ int main(int argc, char **argv)
 	memset(samples, 0, count * sizeof(*samples));
 	r->total = warmup + count;
 	r->two_lines = two_lines;
+	r->mode = fmode;
+	r->size = size;
+	if (fmode == RING) {
+		uint32_t hs = shm_hdr_size(1);
+		for (int k = 0; k < 2; k++) {
+			r->ring[k] = aligned_alloc(4096, hs + RING_CAP);
+			if (!r->ring[k])
+				tool_fail("out of memory for the rings");
+			memset(r->ring[k], 0, hs + RING_CAP);
+			if (shm_ring_init(r->ring[k], RING_CAP, 1, FLIT_SHM_PACED, 1, "flit-floor", 0))
+				tool_fail("ring: %s", flit_errmsg());
+		}
+	}
 	r->cpu_b = cpus[1];
 	r->clk = &clk;
 	r->timeout_ticks = tool_ticks(&clk, timeout_s * 1e9);
@@ -210,28 +370,37 @@ int main(int argc, char **argv)
 		}
 	}
 	if (b_state == 1)
-		rc = run_a(r, warmup, samples);
+		rc = fmode == RING ? ring_a(r, warmup, samples) : run_a(r, warmup, samples);
 	else
 		rc = b_state < 0 ? b_state : -ETIMEDOUT;
 	atomic_store(&r->abort, true);
 	pthread_join(tb, NULL);
 	if (b_state < 0)
 		tool_fail("second thread: pinning to CPU %d: %s", cpus[1], strerror(-b_state));
+	if (rc == -EPROTO || atomic_load(&r->b_state) == -EPROTO)
+		tool_fail("ring: a record arrived out of sequence or with the wrong size");
+	if (rc == -ENOMEM)
+		tool_fail("out of memory");
 	if (rc)
 		tool_fail("no answer from CPU %d within %g s (%s)", cpus[1], timeout_s,
 			  b_state == 1 ? "round trip stalled" : "thread did not start");
 
 	tool_cpus_str(cpus, 2, cpustr, sizeof(cpustr));
 	snprintf(mode, sizeof(mode), "%s,spin,pinned=%s",
-		 two_lines ? "two-lines" : "single-line", cpustr);
-	tool_header(hdr, "cache-line ping-pong, %s, threads pinned to CPUs %s; "
-		    "RTT/2 in ns; clock %s", two_lines ? "one line per direction" :
-		    "one shared line", cpustr, tool_clock_desc(&clk, clkdesc, sizeof(clkdesc)));
+		 fmode == RING ? "ring" : two_lines ? "two-lines" : "single-line", cpustr);
+	if (fmode == RING)
+		tool_header(hdr, "shm ring ping-pong (the record protocol, no library), %u-byte "
+			    "payload, threads pinned to CPUs %s; RTT/2 in ns; clock %s", size, cpustr,
+			    tool_clock_desc(&clk, clkdesc, sizeof(clkdesc)));
+	else
+		tool_header(hdr, "cache-line ping-pong, %s, threads pinned to CPUs %s; "
+			    "RTT/2 in ns; clock %s", two_lines ? "one line per direction" :
+			    "one shared line", cpustr, tool_clock_desc(&clk, clkdesc, sizeof(clkdesc)));
 
 	tool_stats_compute(samples, count, clk.tsc.ns_per_tick / 2, &st);
 	tool_result_init(&res, "flit-floor");
-	res.label = "floor";
-	res.size = 64;
+	res.label = fmode == RING ? "ring" : "floor";
+	res.size = fmode == RING ? (int64_t)size : 64;
 	res.count = (int64_t)count;
 	res.lat = &st;
 	res.clock = clk.name;
@@ -245,6 +414,8 @@ int main(int argc, char **argv)
 	if (hist)
 		tool_hist_print(hdr, samples, count, clk.tsc.ns_per_tick / 2);
 	free(samples);
+	free(r->ring[0]);
+	free(r->ring[1]);
 	free(r);
 	return 0;
 }
