@@ -185,6 +185,7 @@ demo: deps
 bench: deps
 	$(Q)$(MAKE) --no-print-directory lib tools
 	$(Q)BUILD=$(BUILD) ROUNDS=$${ROUNDS:-5} tools/demo.sh
+	$(Q)BUILD=$(BUILD) tools/bench-shm.sh
 
 # ---- install -------------------------------------------------------------
 install: all
