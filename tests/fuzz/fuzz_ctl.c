@@ -171,7 +171,7 @@ static void check_accepted(uint8_t *buf, size_t size,
 	case FLIT_FT_INFO: {
 		struct flit_ctl_info info;
 		flit_ctl_info_get(buf, &info);
-		CHECK(info.mode == FLIT_MODE_MCAST || info.mode == FLIT_MODE_UNICAST);
+		CHECK(info.mode >= FLIT_MODE_MCAST && info.mode <= FLIT_MODE_RDMA);
 		CHECK(info.domain == flit_ctl_domain(buf));
 		sink += info.data_port + info.data_addr + info.ctl_addr +
 			info.ctl_port + info.pid;
