@@ -541,8 +541,7 @@ void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
 
 int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad)
 {
-	int err = flit_err(ENOPROTOOPT, "no transport with a resolver channel in context.transports (%s)",
-			   ctx->ccfg.transports);
+	int err = 0;
 
 	for (unsigned i = 0; i < NTRANSPORTS; i++) {
 		struct flit_tp *tp;
@@ -552,7 +551,9 @@ int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad)
 		    (err = transports[i]->res_advertise(tp, ad)) == 0)
 			return 0;
 	}
-	return err;
+	/* err: why the last one tried refused; none tried: */
+	return err ? err : flit_err(ENOPROTOOPT, "no transport with a resolver channel in "
+				    "context.transports (%s)", ctx->ccfg.transports);
 }
 
 void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session)

@@ -127,6 +127,11 @@ struct rsess {                  /* a remote source's session */
 
 struct urcv { struct sockaddr_in a; uint64_t expires; };
 
+/* When a source's INFO goes to the resolver channel next: ADVERT_MIN_NS
+ * after its creation, then doubling to context.udp.resolver_max_ms, and
+ * soon after a matching query (advert_soon()). */
+struct advert { uint64_t at, ivl, last; };
+
 struct udp_src {
 	struct udp_src *next;
 	struct flit_tp *tp;
@@ -152,7 +157,7 @@ struct udp_src {
 	uint64_t next_seq;           /* of the next message */
 	bool claimed;
 	uint8_t *claim_pl;
-	uint64_t advert_at, advert_ivl, advert_max, last_advert;
+	struct advert adv;
 	uint64_t last_direct;        /* last INFO sent straight to an asker */
 	struct flit_txts *txts;      /* transmit stamps (context.udp.tx_timestamps), or NULL */
 	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
@@ -166,7 +171,7 @@ struct fad {
 	uint8_t mode;
 	uint32_t addr;               /* network order; 0: our address */
 	uint16_t port;
-	uint64_t advert_at, advert_ivl, last_advert;
+	struct advert adv;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
 
@@ -226,7 +231,6 @@ struct flit_tp {
 	uint64_t srng;               /* the service's random numbers (tp->lock) */
 	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
-	uint8_t ctl_fad[CTL_BUF] __attribute__((aligned(8))); /* fads_service (tp->lock) */
 };
 
 static uint64_t mono(void)
@@ -606,7 +610,6 @@ static const char *ctl_name_str(const struct flit_ctl_name *nm, char buf[FLIT_TO
 	return buf;
 }
 
-/* An INFO frame (from the resolver, a query reply, or a static source). */
 static bool found_has(const struct flit_tp *tp, const char *topic)
 {
 	for (unsigned i = 0; i < tp->nfound; i++)
@@ -650,6 +653,7 @@ static int on_foreign_info(struct flit_tp *tp, const uint8_t *f, const struct fl
 	return 0;
 }
 
+/* An INFO frame (from the resolver, a query reply, or a static source). */
 static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
 		   const struct sockaddr_in *from, uint64_t now)
 {
@@ -1545,13 +1549,46 @@ static void src_add_rcv(struct udp_src *s, const struct sockaddr_in *a, bool lea
 	s->rcv[s->nrcv++] = (struct urcv){ .a = *a, .expires = now + RCV_EXPIRE_NS };
 }
 
-static bool src_matches(const struct udp_src *s, const struct flit_ctl_name *nm)
+/* Does a QUERY (checked) name `topic`, exactly or by a pattern? */
+static bool query_wants(const uint8_t *q, const struct flit_frame_hdr *h, const char *topic)
 {
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
 	char name[FLIT_TOPIC_MAX + 1];
-	ctl_name_str(nm, name);
-	if (nm->kind == FLIT_NAME_PATTERN)
-		return fnmatch(name, s->topic, 0) == 0;
-	return strcmp(name, s->topic) == 0;
+
+	flit_ctl_names_init(&it, q, h);
+	while (flit_ctl_names_next(&it, &nm)) {
+		ctl_name_str(&nm, name);
+		if (nm.kind == FLIT_NAME_PATTERN ? fnmatch(name, topic, 0) == 0 : !strcmp(name, topic))
+			return true;
+	}
+	return false;
+}
+
+static void advert_start(struct advert *a, uint64_t now)
+{
+	a->ivl = ADVERT_MIN_NS / 2;
+	a->at = now;
+}
+
+/* The INFO went out: the next one after twice the interval, up to max. */
+static void advert_sent(struct advert *a, uint64_t now, uint64_t max)
+{
+	a->last = now;
+	a->ivl = a->ivl * 2 > max ? max : a->ivl * 2;
+	a->at = now + a->ivl;
+}
+
+/* A matching query: answer within a few ms (spread: many sources, one
+ * query), but not more often than ADVERT_MIN_NS.  tp->lock held. */
+static void advert_soon(struct flit_tp *tp, struct advert *a, uint64_t now)
+{
+	uint64_t at = now + rng_next(&tp->srng) % (2 * MS);
+
+	if (at < a->last + ADVERT_MIN_NS)
+		at = a->last + ADVERT_MIN_NS;
+	if (at < a->at)
+		a->at = at;
 }
 
 /* A control datagram that arrived on the source's own socket. */
@@ -1584,14 +1621,9 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 		break;
 	}
 	case FLIT_FT_QUERY: {
-		struct flit_ctl_name_iter it;
-		struct flit_ctl_name nm;
-		bool match = h.session_id == s->session;
 		if (flit_ctl_domain(p) != tp->domain)
 			return;
-		flit_ctl_names_init(&it, p, &h);
-		while (!match && flit_ctl_names_next(&it, &nm))
-			match = src_matches(s, &nm);
+		bool match = h.session_id == s->session || query_wants(p, &h, s->topic);
 		/* at most one direct answer per millisecond: a flood of
 		 * queries must not turn into a flood of answers */
 		if (match && now - s->last_direct >= 1 * MS) {
@@ -1657,16 +1689,14 @@ static uint64_t src_service(struct udp_src *s, uint64_t now)
 			next = s->batch_t0 + s->batch_ivl;
 	}
 	/* advertisement with backoff */
-	if (now >= s->advert_at && tp->resolver.sin_port && tp->res_fd >= 0) {
+	if (now >= s->adv.at && tp->resolver.sin_port && tp->res_fd >= 0) {
 		len = src_info(s, s->ctl, sizeof(s->ctl));
 		sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
 		       sizeof(tp->resolver));
-		s->last_advert = now;
-		s->advert_ivl = s->advert_ivl * 2 > s->advert_max ? s->advert_max : s->advert_ivl * 2;
-		s->advert_at = now + s->advert_ivl;
+		advert_sent(&s->adv, now, tp->cc->udp_resolver_max_ms * MS);
 	}
-	if (tp->resolver.sin_port && s->advert_at < next)
-		next = s->advert_at;
+	if (tp->resolver.sin_port && s->adv.at < next)
+		next = s->adv.at;
 	/* forget silent receivers */
 	for (unsigned i = 0; i < s->nrcv;)
 		if (s->rcv[i].expires <= now)
@@ -1695,43 +1725,15 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 		    flit_ctl_domain(tp->rbuf) != tp->domain)
 			continue;
 		for (struct udp_src *s = tp->srcs; s; s = s->next) {
-			struct flit_ctl_name_iter it;
-			struct flit_ctl_name nm;
-			bool match = false;
-			flit_ctl_names_init(&it, tp->rbuf, &h);
-			while (!match && flit_ctl_names_next(&it, &nm))
-				match = src_matches(s, &nm);
-			if (!match)
+			if (!query_wants(tp->rbuf, &h, s->topic))
 				continue;
 			src_lock(s);
-			/* answer within a few ms (spread: many sources, one
-			 * query), but not more often than ADVERT_MIN_NS */
-			uint64_t at = now + rng_next(&tp->srng) % (2 * MS);
-			if (at < s->last_advert + ADVERT_MIN_NS)
-				at = s->last_advert + ADVERT_MIN_NS;
-			if (at < s->advert_at)
-				s->advert_at = at;
+			advert_soon(tp, &s->adv, now);
 			src_unlock(s);
 		}
-		for (struct fad *a = tp->fads; a; a = a->next) {
-			struct flit_ctl_name_iter it;
-			struct flit_ctl_name nm;
-			bool match = false;
-			char name[FLIT_TOPIC_MAX + 1];
-			flit_ctl_names_init(&it, tp->rbuf, &h);
-			while (!match && flit_ctl_names_next(&it, &nm)) {
-				ctl_name_str(&nm, name);
-				match = nm.kind == FLIT_NAME_PATTERN ? fnmatch(name, a->topic, 0) == 0
-								     : strcmp(name, a->topic) == 0;
-			}
-			if (!match)
-				continue;
-			uint64_t at = now + rng_next(&tp->srng) % (2 * MS);
-			if (at < a->last_advert + ADVERT_MIN_NS)
-				at = a->last_advert + ADVERT_MIN_NS;
-			if (at < a->advert_at)
-				a->advert_at = at;
-		}
+		for (struct fad *a = tp->fads; a; a = a->next)
+			if (query_wants(tp->rbuf, &h, a->topic))
+				advert_soon(tp, &a->adv, now);
 	}
 }
 
@@ -1747,7 +1749,8 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 	if (!tp->resolver.sin_port || tp->res_fd < 0)
 		return next;
 	for (struct fad *a = tp->fads; a; a = a->next) {
-		if (now >= a->advert_at) {
+		if (now >= a->adv.at) {
+			uint8_t buf[512] __attribute__((aligned(8))); /* one 255-byte topic: 312 */
 			struct flit_ctl_info in = {
 				.domain = tp->domain, .mode = a->mode,
 				.data_port = a->port, .data_addr = a->addr,
@@ -1755,17 +1758,14 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 			};
 			struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
 						   .len = (uint16_t)strlen(a->topic), .name = a->topic };
-			size_t len = flit_ctl_info_encode(tp->ctl_fad, sizeof(tp->ctl_fad), a->session,
-							  0, &in, &t, 1);
+			size_t len = flit_ctl_info_encode(buf, sizeof(buf), a->session, 0, &in, &t, 1);
 			if (len)
-				sendto(tp->res_fd, tp->ctl_fad, len, MSG_DONTWAIT,
+				sendto(tp->res_fd, buf, len, MSG_DONTWAIT,
 				       (struct sockaddr *)&tp->resolver, sizeof(tp->resolver));
-			a->last_advert = now;
-			a->advert_ivl = a->advert_ivl * 2 > max ? max : a->advert_ivl * 2;
-			a->advert_at = now + a->advert_ivl;
+			advert_sent(&a->adv, now, max);
 		}
-		if (a->advert_at < next)
-			next = a->advert_at;
+		if (a->adv.at < next)
+			next = a->adv.at;
 	}
 	return next;
 }
@@ -1785,8 +1785,7 @@ static int udp_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad)
 	a->addr = ad->addr;
 	a->port = ad->port;
 	strcpy(a->topic, ad->topic);
-	a->advert_ivl = ADVERT_MIN_NS / 2;
-	a->advert_at = mono();
+	advert_start(&a->adv, mono());
 	pthread_mutex_lock(&tp->lock);
 	a->next = tp->fads;
 	tp->fads = a;
@@ -2330,9 +2329,7 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 			goto fail;
 		}
 	}
-	s->advert_ivl = ADVERT_MIN_NS / 2;
-	s->advert_max = tp->cc->udp_resolver_max_ms * MS;
-	s->advert_at = now;
+	advert_start(&s->adv, now);
 	pthread_mutex_lock(&tp->lock);
 	s->next = tp->srcs;
 	tp->srcs = s;
