@@ -214,8 +214,8 @@ struct sub_state {
 	uint64_t base;
 	bool based;
 	uint64_t msgs, gaps, dupes, bad, pings, lost, reply_bp;
-	bool bye, pub_gone, pub_died, pub_known;
-	uint32_t pub_session;
+	bool bye;
+	struct tool_peer pub;   /* the load's source */
 	int err;                /* first reflection failure, -errno or status */
 	char errmsg[256];
 };
@@ -259,10 +259,7 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	case FLIT_MSG_DATA:
 		break;
 	case FLIT_MSG_EOS:
-		if (s->pub_known && m->session_id == s->pub_session) {
-			s->pub_gone = true;
-			s->pub_died = m->flags & FLIT_MSGF_SOURCE_DIED;
-		}
+		tool_peer_eos(&s->pub, m);
 		return;
 	case FLIT_MSG_LOSS:
 		s->lost += m->lost;
@@ -276,10 +273,7 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		s->bad++;
 		return;
 	}
-	if (!s->pub_known) {
-		s->pub_known = true;
-		s->pub_session = m->session_id;
-	}
+	tool_peer_data(&s->pub, m);
 	w = ld64(m->data);
 	seq = w & SEQ_MASK;
 	if (w >> KIND_SHIFT == K_HELLO) {
@@ -363,7 +357,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		flit_ctx_close(ctx);
 		tool_fail("subscribing to '%s': %s", load_topic, err);
 	}
-	while (!s.bye && !s.pub_gone && !s.err) {
+	while (!s.bye && !s.pub.gone && !s.err) {
 		int n = flit_ctx_poll(ctx, 0);
 
 		if (n < 0) {
@@ -397,7 +391,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		tool_fail("%s", s.errmsg);
 	if (!s.bye)
 		tool_fail("the publisher's source ended before saying bye%s",
-			  s.pub_died ? " (its process died)" : "");
+			  s.pub.died ? " (its process died)" : "");
 	if (o->role == ROLE_SUB)
 		printf("# %s: %llu messages, %llu pings reflected, gaps %llu, "
 		       "duplicates %llu, bad %llu, lost %llu\n", tool_name(),
@@ -430,8 +424,7 @@ struct pub_state {
 	bool end_seen;
 	uint64_t end_point;     /* the point an end answer is awaited for */
 	uint64_t rep[REP_WORDS];
-	bool peer_known, peer_gone, peer_died;
-	uint32_t peer_session;
+	struct tool_peer peer;  /* the reflections' source */
 };
 
 static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
@@ -444,10 +437,7 @@ static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	case FLIT_MSG_DATA:
 		break;
 	case FLIT_MSG_EOS:
-		if (s->peer_known && m->session_id == s->peer_session) {
-			s->peer_gone = true;
-			s->peer_died = m->flags & FLIT_MSGF_SOURCE_DIED;
-		}
+		tool_peer_eos(&s->peer, m);
 		return;
 	case FLIT_MSG_LOSS:
 		s->lost_events += m->lost;
@@ -459,10 +449,7 @@ static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		s->bad++;
 		return;
 	}
-	if (!s->peer_known) {
-		s->peer_known = true;
-		s->peer_session = m->session_id;
-	}
+	tool_peer_data(&s->peer, m);
 	w = ld64(m->data);
 	seq = w & SEQ_MASK;
 	switch (w >> KIND_SHIFT) {
@@ -570,9 +557,9 @@ static void pub_check_limit(struct pub *p, uint64_t t0, uint64_t limit,
 		pub_fail(p, "%s: the subscriber process %s", what,
 			 tool_wstatus_str(status, why, sizeof(why)));
 	}
-	if (p->st.peer_gone)
+	if (p->st.peer.gone)
 		pub_fail(p, "%s: the subscriber's source ended%s", what,
-			 p->st.peer_died ? " (its process died)" : "");
+			 p->st.peer.died ? " (its process died)" : "");
 	if (tool_now(p->clk) - t0 > limit)
 		pub_fail(p, "%s: no progress within %g s", what, secs);
 }
@@ -638,7 +625,7 @@ static void pub_hello(struct pub *p)
 			if (flit_pub_flush(p->pub) < 0)
 				pub_fail(p, "start-up: flush: %s", flit_errmsg());
 			next = now + ms;
-			if (p->st.peer_gone || now - t0 > limit ||
+			if (p->st.peer.gone || now - t0 > limit ||
 			    (p->child > 0 && k % 16 == 0))
 				pub_check_limit(p, t0, limit, secs, p->child ?
 					"start-up" : "start-up (is 'flit-load --role sub' "
@@ -1169,7 +1156,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 	{
 		uint64_t spins = 0, t0 = tool_now(clk);
 
-		while (!p.st.bye_seen && !p.st.peer_gone) {
+		while (!p.st.bye_seen && !p.st.peer.gone) {
 			pub_poll(&p);
 			if ((++spins & CHECK_EVERY) == 0)
 				pub_check(&p, t0, "waiting for the bye's echo");

@@ -116,11 +116,7 @@ struct ping_state {
 	uint64_t t1;            /* tool_now() when it arrived */
 	bool got;
 	bool hello_seen, bye_seen;
-	bool peer_gone, peer_died;
-	/* The pong's source, known from its first echo: only its EOS counts
-	 * (a stale source of the same topic may come and go). */
-	bool peer_known;
-	uint32_t peer_session;
+	struct tool_peer peer;  /* the pong's source, known from its first echo */
 	uint64_t stale;         /* replies to other messages (extra hellos) */
 	uint64_t lost;          /* messages reported lost (overwrite mode) */
 	/* first bad reply */
@@ -153,9 +149,8 @@ struct pong_state {
 	flit_pub *pub;
 	uint64_t timeout_ticks;
 	uint64_t echoed;
-	bool bye, ping_gone, ping_died;
-	bool ping_known;        /* ping_session is the ping's source */
-	uint32_t ping_session;
+	bool bye;
+	struct tool_peer ping;  /* the ping's source */
 	int err;                /* first send failure, -errno or status */
 	char errmsg[256];
 	void *ts_buf;           /* --timestamps: the echo with the stamp in it */
@@ -265,18 +260,11 @@ static void pong_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	int rc;
 
 	(void)sub;
-	if (m->kind == FLIT_MSG_EOS && s->ping_known &&
-	    m->session_id == s->ping_session) {
-		s->ping_gone = true;
-		s->ping_died = m->flags & FLIT_MSGF_SOURCE_DIED;
+	if (m->kind == FLIT_MSG_EOS && tool_peer_eos(&s->ping, m))
 		return;
-	}
 	if (m->kind != FLIT_MSG_DATA || s->err)
 		return;
-	if (!s->ping_known) {
-		s->ping_known = true;
-		s->ping_session = m->session_id;
-	}
+	tool_peer_data(&s->ping, m);
 	/* Echo from inside the callback.  The ping reads its replies while it
 	 * waits, so back-pressure here is brief; bound it all the same. */
 	const void *echo = m->data;
@@ -325,7 +313,7 @@ static int run_pong(const struct options *o, const struct tool_clock *clk,
 	open_sub(&p, ping_topic, pong_on_msg, &s);
 	open_pub(&p, pong_topic);
 	s.pub = p.pub;
-	while (!s.bye && !s.ping_gone && !s.err) {
+	while (!s.bye && !s.ping.gone && !s.err) {
 		int n = flit_ctx_poll(p.ctx, 0);
 
 		if (n < 0)
@@ -349,7 +337,7 @@ static int run_pong(const struct options *o, const struct tool_clock *clk,
 		side_fail(&p, "%s", s.errmsg);
 	if (!s.bye)
 		side_fail(&p, "the ping side's source ended before saying bye%s",
-			  s.ping_died ? " (its process died)" : "");
+			  s.ping.died ? " (its process died)" : "");
 	flit_pub_flush(p.pub);
 	flit_sub_close(p.sub);
 	flit_pub_close(p.pub);
@@ -371,10 +359,7 @@ static void ping_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	case FLIT_MSG_DATA:
 		break;
 	case FLIT_MSG_EOS:
-		if (s->peer_known && m->session_id == s->peer_session) {
-			s->peer_gone = true;
-			s->peer_died = m->flags & FLIT_MSGF_SOURCE_DIED;
-		}
+		tool_peer_eos(&s->peer, m);
 		return;
 	case FLIT_MSG_LOSS:
 		s->lost += m->lost;
@@ -382,10 +367,7 @@ static void ping_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	default:
 		return;
 	}
-	if (!s->peer_known) {
-		s->peer_known = true;
-		s->peer_session = m->session_id;
-	}
+	tool_peer_data(&s->peer, m);
 	seq = m->len >= 8 ? tool_payload_seq(m->data) : 0;
 	if (seq == s->expect && m->len == s->size) {
 		s->t1 = tool_now(s->clk);       /* the reply is here: stop the clock */
@@ -449,9 +431,9 @@ static void ping_check_limit(struct side *p, uint64_t t0, uint64_t limit,
 		side_fail(p, "%s: the pong process %s", what,
 			  tool_wstatus_str(status, why, sizeof(why)));
 	}
-	if (p->st.peer_gone)
+	if (p->st.peer.gone)
 		side_fail(p, "%s: the pong side's source ended%s", what,
-			  p->st.peer_died ? " (its process died)" : "");
+			  p->st.peer.died ? " (its process died)" : "");
 	if (tool_now(p->clk) - t0 > limit)
 		side_fail(p, "%s: no answer within %g s", what, secs);
 }
@@ -501,7 +483,7 @@ static void ping_hello(struct side *p)
 			if (rc < 0)
 				side_fail(p, "start-up: send: %s", flit_errmsg());
 			next = now + ms;
-			if (p->st.peer_gone || now - t0 > limit ||
+			if (p->st.peer.gone || now - t0 > limit ||
 			    (p->child > 0 && k % 16 == 0))
 				ping_check_limit(p, t0, limit, secs, p->child ?
 					   "start-up" : "start-up (is 'flit-pong "
@@ -558,7 +540,7 @@ static void ping_bye(struct side *p)
 	flit_pub_flush(p->pub);
 	t0 = tool_now(p->clk);
 	/* Wait for the echo: the pong has seen the end.  Bounded. */
-	while (!p->st.bye_seen && !p->st.peer_gone &&
+	while (!p->st.bye_seen && !p->st.peer.gone &&
 	       tool_now(p->clk) - t0 < p->timeout_ticks) {
 		if (flit_ctx_poll(p->ctx, 0) < 0)
 			break;

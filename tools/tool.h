@@ -213,6 +213,32 @@ struct tool_sides {
 };
 int tool_run_sides(const struct tool_sides *s);
 
+/* The other side's source as a subscriber callback sees it: known from
+ * its first data message; only its EOS counts as its end (a stale source
+ * of the same topic may come and go). */
+struct tool_peer {
+	bool known, gone, died;  /* died: its EOS said FLIT_MSGF_SOURCE_DIED */
+	uint32_t session;
+};
+
+static inline void tool_peer_data(struct tool_peer *p, const struct flit_msg *m)
+{
+	if (!p->known) {
+		p->known = true;
+		p->session = m->session_id;
+	}
+}
+
+/* An EOS: true (and gone) when it is the peer's. */
+static inline bool tool_peer_eos(struct tool_peer *p, const struct flit_msg *m)
+{
+	if (!p->known || m->session_id != p->session)
+		return false;
+	p->gone = true;
+	p->died = m->flags & FLIT_MSGF_SOURCE_DIED;
+	return true;
+}
+
 /* Fail from side A: take the forked side B (*child > 0) down, or say how it
  * ended ("msg (the <peer> process exited with status 3)"), close the
  * objects (NULL is fine; so no ring file is left behind), exit 1. */
