@@ -509,6 +509,19 @@ static void *b_receiver(void *arg)
 	return NULL;
 }
 
+/* A fresh struct got and the b_receiver thread on it, subscribed. */
+static struct got *receiver_start(pthread_t *th)
+{
+	struct got *g = calloc(1, sizeof(*g));
+
+	assert_non_null(g);
+	assert_int_equal(pthread_create(th, NULL, b_receiver, g), 0);
+	while (!__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	assert_int_equal(g->ready, 1);
+	return g;
+}
+
 static void poll_for_ms(flit_ctx *c, unsigned ms)
 {
 	uint64_t until = tl_now_ms() + ms;
@@ -571,15 +584,10 @@ static void send_and_check_tx_stamps(flit_pub *pub, flit_ctx *ca, struct got *g,
 static void udp_context_falls_back_to_software_and_stamps_what_it_sends(void **state)
 {
 	(void)state;
-	struct got *g = calloc(1, sizeof(*g));
 	char cfg[512];
 	pthread_t th;
+	struct got *g = receiver_start(&th);
 
-	assert_non_null(g);
-	assert_int_equal(pthread_create(&th, NULL, b_receiver, g), 0);
-	while (!__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE))
-		usleep(1000);
-	assert_int_equal(g->ready, 1);
 	/* the receiver side reports its own stamps */
 	assert_true(g->st.sz && g->st.rx == FLIT_TS_SOFTWARE && g->st.tx == FLIT_TS_NONE &&
 		    !g->st.why[0]);
@@ -625,15 +633,10 @@ static void udp_context_falls_back_to_software_and_stamps_what_it_sends(void **s
 static void xdp_context_stamps_what_it_sends_through_af_xdp(void **state)
 {
 	(void)state;
-	struct got *g = calloc(1, sizeof(*g));
 	char cfg[512];
 	pthread_t th;
+	struct got *g = receiver_start(&th);
 
-	assert_non_null(g);
-	assert_int_equal(pthread_create(&th, NULL, b_receiver, g), 0);
-	while (!__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE))
-		usleep(1000);
-	assert_int_equal(g->ready, 1);
 
 	snprintf(cfg, sizeof(cfg), "context.transports = xdp\ncontext.udp.interface = " IF_A "\n"
 		 "context.xdp.tx_timestamps = true\nsource.timestamps = true\n"

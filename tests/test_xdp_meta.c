@@ -713,20 +713,6 @@ static int skip_all(const char *why)
 	return 77;
 }
 
-static int tx_csum_off(const char *ifn)
-{
-	struct ethtool_value ev = { .cmd = ETHTOOL_STXCSUM, .data = 0 };
-	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM, 0), r;
-
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifn);
-	ifr.ifr_data = (void *)&ev;
-	r = ioctl(fd, SIOCETHTOOL, &ifr);
-	close(fd);
-	return r;
-}
-
 static int setup_topology(void)
 {
 	int id = (int)(getpid() % 100000);

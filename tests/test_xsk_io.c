@@ -79,20 +79,6 @@ static bool prog_skb;                   /* attached in skb mode (else native) */
 
 /* ---- namespaces, commands ------------------------------------------------- */
 
-/* Turn a device's tx checksum offload off (what `ethtool -K dev tx off`
- * does), in the current namespace. */
-static int tx_csum_off(const char *ifn)
-{
-	struct ethtool_value ev = { .cmd = ETHTOOL_STXCSUM, .data = 0 };
-	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM, 0), r;
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifn);
-	ifr.ifr_data = (void *)&ev;
-	r = ioctl(fd, SIOCETHTOOL, &ifr);
-	close(fd);
-	return r;
-}
 
 static struct sockaddr_in sin_of(const char *ip, uint16_t port)
 {
