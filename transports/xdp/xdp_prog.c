@@ -1171,6 +1171,22 @@ static int pin_all(const char *dir, const char *staging, struct flit_xdp *skel,
 
 static int detach_id(const char *ifname, const struct ifstate *s, uint32_t id);
 
+/* Detach flit's pinned program and remove its pins (detach). */
+static int detach_pinned(const char *ifname, const struct ifstate *s)
+{
+	int err = detach_id(ifname, s, s->pin_prog_id);
+
+	return err ? err : remove_dir(s->dir);
+}
+
+/* ... then look again, for a program to replace it (attach). */
+static int detach_pinned_reinspect(const char *ifname, struct ifstate *s)
+{
+	int err = detach_pinned(ifname, s);
+
+	return err ? err : inspect(ifname, s);
+}
+
 /* Load flit_xdp_ts alone from skel, device-bound to ifindex. */
 static int load_ts(struct flit_xdp *skel, const char *ifname, unsigned ifindex)
 {
@@ -1303,11 +1319,7 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 		}
 		flit_info("%s: replacing flit's program (id %u) by the one with hardware "
 			  "RX stamps", ifname, s.pin_prog_id);
-		err = detach_id(ifname, &s, s.pin_prog_id);
-		if (!err)
-			err = remove_dir(s.dir);
-		if (!err)
-			err = inspect(ifname, &s);
+		err = detach_pinned_reinspect(ifname, &s);
 		if (err)
 			goto out;
 	}
@@ -1329,11 +1341,7 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 		flit_warn("%s: replacing flit XDP version %u (program id %u) by "
 			  "version %u", ifname, s.pin_version, s.pin_prog_id,
 			  FLIT_XDP_VERSION);
-		err = detach_id(ifname, &s, s.pin_prog_id);
-		if (!err)
-			err = remove_dir(s.dir);
-		if (!err)
-			err = inspect(ifname, &s);
+		err = detach_pinned_reinspect(ifname, &s);
 		if (err)
 			goto out;
 	} else if (s.pinned) {
@@ -1570,9 +1578,7 @@ int flit_xdp_detach(const char *ifname)
 	if (err)
 		goto out;
 	if (s.flit) {
-		err = detach_id(ifname, &s, s.pin_prog_id);
-		if (!err)
-			err = remove_dir(s.dir);
+		err = detach_pinned(ifname, &s);
 	} else if (s.flit_unpinned) {
 		/* flit's program without its pins here: detach it, and this
 		 * namespace's stale pins if any */
