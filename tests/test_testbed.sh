@@ -5,8 +5,10 @@
 # --loss 20 on h2's link drops roughly that share and --clear restores it;
 # --dup duplicates (each copy exactly once); --reorder works (netem) or exits
 # 3 with the sch_netem message; a failing up leaves nothing behind; a new
-# shape rebuilds; down removes every namespace; gc removes a testbed whose
-# owner is dead and keeps a live one; misuse exits 2, non-root exits 4.
+# shape rebuilds; --link direct cables 2 hosts back to back (no switch,
+# impairments refused with exit 3); down removes every namespace; gc
+# removes a testbed whose owner is dead and keeps a live one; misuse exits
+# 2, non-root exits 4.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
 T=${FLIT_TESTBED:-$PWD/tools/testbed}
@@ -262,6 +264,29 @@ fi
 # ---- another shape rebuilds; down removes everything ------------------------------------------
 "$T" up --name "$N" --hosts 2 --owner-pid $$ >"$tmp/out" 2>&1 || fail "up with 2 hosts: $(cat "$tmp/out")"
 [ "$(netns_of "$N")" = "$N-h1 $N-h2 $N-sw " ] || fail "after reshaping to 2 hosts: '$(netns_of "$N")'"
+# ---- a direct link: two hosts back to back, no switch, no impairments -------------------------
+"$T" up --name "$N" --hosts 2 --link direct --owner-pid $$ >"$tmp/out" 2>&1 ||
+	fail "up --link direct (rebuilding from the bridge): $(cat "$tmp/out")"
+[ "$(netns_of "$N")" = "$N-h1 $N-h2 " ] || fail "direct link namespaces: '$(netns_of "$N")'"
+peer=$("$T" exec --name "$N" --host 1 -- ip -o link show eth0 | grep -o 'link-netns [^ ]*')
+[ "$peer" = "link-netns $N-h2" ] || fail "h1 eth0 is not cabled to $N-h2: '$peer'"
+"$T" exec --name "$N" --host 1 -- python3 "$tmp/tg.py" ping 10.77.0.2 3 >/dev/null || fail "direct: ping h1 -> h2"
+udp_run 1 239.77.1.1 20 2
+[ "$(rx 2)" = 20 ] || fail "direct: multicast h1 -> h2: '$(cat "$tmp/rx.2")' (want 20)"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["testbeds"][0]; assert d["link"]=="direct" and d["switch"] is None and d["mechanism"]=="none", d' \
+	<("$T" status --name "$N" --json) 2>"$tmp/err" || fail "direct: status --json: $(cat "$tmp/err")"
+grep -q 'cabled directly' <("$T" status --name "$N") || fail "direct: status does not say so"
+"$T" impair --name "$N" --loss 5 >"$tmp/out" 2>&1
+rc=$?
+{ [ $rc -eq 3 ] && grep -q 'takes no impairments' "$tmp/out"; } || fail "direct: impair exited $rc: $(cat "$tmp/out")"
+"$T" exec --name "$N" --host sw -- true >"$tmp/out" 2>&1 && fail "direct: exec --host sw succeeded"
+expect_rc 2 up --name "$N" --hosts 3 --link direct
+expect_rc 2 up --name "$N" --hosts 2 --link star
+expect_rc 3 up --name "$R" --hosts 2 --link direct --loss 1
+[ -z "$(netns_of "$R")" ] || fail "refused direct up left '$(netns_of "$R")'"
+"$T" up --name "$N" --hosts 2 --link direct --owner-pid $$ 2>&1 | grep -q 'already up' ||
+	fail "direct: up again is not idempotent"
+[ "$failures" -eq 0 ] && ok "direct link: h1 <-> h2 cabled, unicast and multicast pass, impairments refused (exit 3)"
 "$T" down --name "$N" || fail "down exited $?"
 if [ -z "$(netns_of "$N")" ] && [ ! -e "/run/flit-testbed/$N.state" ]; then ok "down removes every namespace"
 else fail "after down: '$(netns_of "$N")'"; fi
