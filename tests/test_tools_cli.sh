@@ -5,8 +5,8 @@
 # with the usage on stderr; a missing network namespace and a -C line the
 # library rejects exit 1 with a message naming them; flit-pub -> flit-sub
 # carries one message over shm; flit-pong, flit-floor and flit-thru emit JSON
-# with the required keys.  Uses the binaries in $FLIT_TOOLS_DIR (set by
-# tests/run-tests.sh).
+# with the required keys; flit-compare's misuse exits 2 with its usage.
+# Uses the binaries in $FLIT_TOOLS_DIR (set by tests/run-tests.sh).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
 D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
@@ -207,6 +207,22 @@ if timeout 60 "$D/flit-thru" -t shm -n 100000 --json >"$tmp/thru.json" 2>"$tmp/t
 else
   fail "flit-thru -n 100000 exited $?"; sed 's/^/    | /' "$tmp/thru.err"
 fi
+
+# ---- flit-compare (a script in tools/): misuse exits 2 with usage, before
+# it needs root or builds anything
+C="$(cd "$(dirname "$0")/.." && pwd)/tools/flit-compare"
+compare_misuse() {
+  timeout 30 "$C" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -q '^Usage: flit-compare' "$tmp/err"; then echo "ok: flit-compare $* -> 2"
+  else fail "flit-compare $* exited $rc (want 2 with usage): $(head -2 "$tmp/err")"; fi
+}
+compare_misuse --no-such-option
+compare_misuse --link star
+compare_misuse --link
+compare_misuse --netns a --peer-netns b --link direct
+compare_misuse --netns a
+"$C" --help >"$tmp/out" 2>&1 && grep -q '^Usage: flit-compare' "$tmp/out" || fail "flit-compare --help"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]
