@@ -23,7 +23,7 @@
 #                       [--cpus A,B] [--port TCP] [--role server|client]
 #                       [--peer ADDR] [--only ib_send_lat|flit] [--build DIR]
 #                       [--out FILE] [-C|--config LINE]...
-#                       [--vm [--vm-two] [--vm-timeout S]]
+#                       [--vm [--vm-two] [--vm-timeout S] [--vm-mtu N]]
 #
 #   -d, --device DEV     RDMA device (default $FLIT_RDMA_DEVICE, else the first
 #                        one ibv_devices lists)
@@ -50,6 +50,10 @@
 #   --vm                 run it all in the Soft-RoCE guest (tests/rdma/vm-exec.sh)
 #   --vm-two             with --vm: two guests, the --role server/client pair
 #                        across a link between them (1 CPU each)
+#   --vm-mtu N           with --vm: the guest's eth0 MTU (default 4200: path
+#                        MTU 4096, as on a jumbo-frame RoCE fabric; 1500 gives
+#                        1024, where a 1 KiB message plus flit's 32-byte frame
+#                        header takes two packets)
 #
 # Exit: 0 ok, 1 a run failed (or no RDMA device, or a tool missing), 2 misuse.
 set -u -o pipefail
@@ -58,7 +62,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-build}
 DEV=${FLIT_RDMA_DEVICE:-} IBPORT=${FLIT_RDMA_PORT:-1} GID=${FLIT_RDMA_GID_INDEX:-} ADDR=${FLIT_RDMA_IP:-}
 SIZES="16 64 256 1024"
-COUNT=10000 WARMUP=1000 COUNT_SET= WARMUP_SET= CPUS=  TCPPORT=18515 ROLE= PEER= OUT= VM= VM_TWO= VM_TIMEOUT= ONLY=
+COUNT=10000 WARMUP=1000 COUNT_SET= WARMUP_SET= CPUS=  TCPPORT=18515 ROLE= PEER= OUT= VM= VM_TWO= VM_TIMEOUT= VM_MTU= ONLY=
 FLIT_CFG=()
 ARGS=("$@")
 
@@ -72,7 +76,7 @@ uint() { [[ $2 =~ ^[0-9]+$ ]] || bad "bad $1 '$2' (an unsigned integer)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-d|--device|-i|--ib-port|-x|--gid-index|-a|--address|--sizes|--count|--warmup|--cpus|--port|--role|\
-	--peer|--build|--out|-C|--config|--vm-timeout|--only)
+	--peer|--build|--out|-C|--config|--vm-timeout|--vm-mtu|--only)
 		[ $# -ge 2 ] || bad "$1 needs a value" ;;
 	esac
 	case $1 in
@@ -98,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--vm) VM=1 ;;
 	--vm-two) VM_TWO=1 ;;
 	--vm-timeout) uint "$1" "$2"; VM_TIMEOUT=$2; shift ;;
+	--vm-mtu) uint "$1" "$2"; VM_MTU=$2; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) bad "unknown option '$1'" ;;
 	esac
@@ -107,6 +112,7 @@ done
 [ -z "$PEER" ] || [ -n "$ROLE" ] || bad "--peer is for --role server|client"
 [ -z "$VM" ] || [ -z "$ROLE" ] || bad "--vm sets the sides up itself: no --role"
 [ -z "$VM_TWO" ] || [ -n "$VM" ] || bad "--vm-two goes with --vm"
+[ -z "$VM_MTU" ] || [ -n "$VM" ] || bad "--vm-mtu goes with --vm (elsewhere the fabric's MTU is the interface's)"
 # one host: two CPUs; two hosts: each side on CPU 0 of its host by default
 [ -n "$CPUS" ] || { if [ -n "$ROLE" ]; then CPUS=0,0; else CPUS=0,1; fi; }
 CPU_A=${CPUS%,*} CPU_B=${CPUS#*,}
@@ -118,7 +124,7 @@ if [ -n "$VM" ]; then
 	skip_next=
 	for a in "${ARGS[@]}"; do   # drop --vm and --vm-timeout S; keep the rest
 		if [ -n "$skip_next" ]; then skip_next=; continue; fi
-		case $a in --vm|--vm-two) continue ;; --vm-timeout) skip_next=1; continue ;; esac
+		case $a in --vm|--vm-two) continue ;; --vm-timeout|--vm-mtu) skip_next=1; continue ;; esac
 		args+=("$a")
 	done
 	[ -n "$COUNT_SET" ] || { COUNT=1000; args+=(--count "$COUNT"); }
@@ -142,11 +148,11 @@ if [ -n "$VM" ]; then
 		# guest 2 serves (192.168.50.2), guest 1 measures (192.168.50.1)
 		peer=$(printf '%q ' "$0" "${args[@]}" --build "$BUILD" --role server --peer 192.168.50.1 \
 			--out /dev/null)
-		BUILD=$BUILD "$here/../tests/rdma/vm-exec.sh" --timeout "$tmo" --two --peer-cmd "$peer" \
+		BUILD=$BUILD "$here/../tests/rdma/vm-exec.sh" --timeout "$tmo" --mtu "${VM_MTU:-4200}" --two --peer-cmd "$peer" \
 			--out "$outdir" -- "$0" "${args[@]}" --build "$BUILD" --role client \
 			--peer 192.168.50.2 --out "$OUT"
 	else
-		BUILD=$BUILD "$here/../tests/rdma/vm-exec.sh" --timeout "$tmo" --out "$outdir" -- \
+		BUILD=$BUILD "$here/../tests/rdma/vm-exec.sh" --timeout "$tmo" --mtu "${VM_MTU:-4200}" --out "$outdir" -- \
 			"$0" "${args[@]}" --build "$BUILD" --out "$OUT"
 	fi
 	exit

@@ -102,7 +102,7 @@ fi
 
 # ---- what goes into the initramfs, and the cache key -------------------------
 # (crc32: rdma_rxe's ICRC; the kernel asks for it by name, either serves)
-MODS="virtio_pci virtio_net 9pnet_virtio 9p overlay rdma_rxe ib_uverbs rdma_ucm crc32_generic crc32-pclmul"
+MODS="virtio_pci virtio_net 9pnet_virtio 9p overlay rdma_rxe ib_uverbs rdma_ucm crc32_generic"
 BINS=()
 for b in kmod ip rdma ibv_devices ibv_devinfo; do
 	p=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$b") || die "$b not found"

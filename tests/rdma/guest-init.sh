@@ -38,10 +38,11 @@ ulimit -l unlimited
 
 up() { cut -d' ' -f1 /proc/uptime; }
 log() { echo "vm-init: [$(up)] $*"; }
-IP=192.168.50.1/24 PEER= GUEST=1 TMO=240 SHELL_AFTER= SHARE= STATUS=
+IP=192.168.50.1/24 PEER= GUEST=1 TMO=240 SHELL_AFTER= SHARE= STATUS= MTU=1500
 for w in $(cat /proc/cmdline); do
 	case $w in
 	flit.ip=*) IP=${w#*=} ;;
+	flit.mtu=*) MTU=${w#*=} ;;
 	flit.peer=*) PEER=${w#*=} ;;
 	flit.guest=*) GUEST=${w#*=} ;;
 	flit.timeout=*) TMO=${w#*=} ;;
@@ -64,6 +65,7 @@ setup() {
 	ip link set lo up
 	i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 	[ -e /sys/class/net/eth0 ] || { fail "no eth0"; return 1; }
+	ip link set eth0 mtu "$MTU" || { fail "eth0 mtu $MTU"; return 1; }
 	ip addr add "$IP" dev eth0 && ip link set eth0 up || { fail "eth0 address $IP"; return 1; }
 	rdma link add rxe0 type rxe netdev eth0 || { fail "rdma link add rxe0 type rxe netdev eth0"; return 1; }
 	i=0
@@ -115,7 +117,7 @@ setup() {
 		echo "export FLIT_RDMA_DEVICE=rxe0 FLIT_RDMA_PORT=1 FLIT_RDMA_GID_INDEX=$GID"
 		echo "export FLIT_RDMA_IP=${IP%/*} FLIT_RDMA_PEER_IP=$PEER"
 	} >/mnt/host/guest.env
-	log "rxe0 ACTIVE on eth0 ${IP%/*}, GID index $GID ($(cat /sys/class/infiniband/rxe0/ports/1/gids/$GID))"
+	log "rxe0 ACTIVE on eth0 ${IP%/*} (MTU $MTU, path MTU $(ibv_devinfo -d rxe0 2>/dev/null | sed -n 's/.*active_mtu:[[:space:]]*//p')), GID index $GID ($(cat /sys/class/infiniband/rxe0/ports/1/gids/$GID))"
 }
 
 rc=125

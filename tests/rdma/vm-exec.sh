@@ -22,6 +22,9 @@
 #                   discarded)
 #   --mem MB        guest memory (default 1024; 768 each with --two)
 #   --smp N         guest CPUs (default 2; 1 each with --two)
+#   --mtu N         the guest's eth0 MTU (default 1500: rxe0's path MTU is
+#                   then 1024; 4200 or more gives the 4096 of a jumbo-frame
+#                   RoCE fabric)
 #   --logdir DIR    keep the run's files (console logs, output) in DIR
 #   --shell         console on this terminal, a shell after the command
 #   -q, --quiet     no progress lines of the harness
@@ -42,7 +45,7 @@ set -u -o pipefail
 . "$(dirname "$0")/lib.sh"
 PROG=vm-exec
 
-TMO=300 TWO= PEER_CMD= OUTDIR= MEM= SMP= LOGDIR= SHELL_MODE= QUIET=
+TMO=300 TWO= PEER_CMD= OUTDIR= MEM= SMP= LOGDIR= SHELL_MODE= QUIET= MTU=1500
 usage() { sed -n '/^#   tests\/rdma\/vm-exec.sh/,/^# Exit/p' "$0" | sed 's/^# \{0,1\}//; $d'; }
 bad() { echo "$PROG: $*" >&2; usage >&2; exit 2; }
 num() { [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] || bad "bad $1 '$2' (an integer >= $3)"; }
@@ -54,6 +57,8 @@ while [ $# -gt 0 ]; do
 	--out) [ $# -ge 2 ] || bad "$1 needs a value"; OUTDIR=$2; shift ;;
 	--mem) [ $# -ge 2 ] || bad "$1 needs a value"; num --mem "$2" 256; MEM=$2; shift ;;
 	--smp) [ $# -ge 2 ] || bad "$1 needs a value"; num --smp "$2" 1; SMP=$2; shift ;;
+	--mtu) [ $# -ge 2 ] || bad "$1 needs a value"; num --mtu "$2" 576
+		[ "$2" -le 9000 ] || bad "bad --mtu '$2' (576..9000)"; MTU=$2; shift ;;
 	--logdir) [ $# -ge 2 ] || bad "$1 needs a value"; LOGDIR=$2; shift ;;
 	--shell) SHELL_MODE=1 ;;
 	-q|--quiet) QUIET=1 ;;
@@ -155,7 +160,7 @@ write_share "$RUN/g1" "$(printf '%q ' "$@")"
 # boot N IP MAC NET: start qemu for guest N in the background (pid in QPIDS)
 boot() {
 	local n=$1 ip=$2 mac=$3 peer=$4 netdev=$5 append args
-	append="console=ttyS0 panic=-1 quiet loglevel=4 flit.guest=$n flit.ip=$ip flit.timeout=$GUEST_TMO"
+	append="console=ttyS0 panic=-1 quiet loglevel=4 flit.guest=$n flit.ip=$ip flit.mtu=$MTU flit.timeout=$GUEST_TMO"
 	[ -n "$peer" ] && append="$append flit.peer=$peer"
 	# Under TCG the guest kernel finds the vCPUs' TSCs "unsynchronized" at
 	# boot and falls back to the HPET: every clock_gettime() is then a
