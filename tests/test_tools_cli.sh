@@ -222,6 +222,8 @@ compare_misuse --link star
 compare_misuse --link
 compare_misuse --netns a --peer-netns b --link direct
 compare_misuse --netns a
+compare_misuse --thru-rps maybe
+compare_misuse --netns a --peer-netns b --thru-rps on
 "$C" --help >"$tmp/out" 2>&1 && grep -q '^Usage: flit-compare' "$tmp/out" || fail "flit-compare --help"
 
 echo "$failures failure(s)"
