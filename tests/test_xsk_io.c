@@ -777,8 +777,9 @@ static void rings_wrap_around_many_times_without_loss(void **state)
 	struct sockaddr_in to_a = sin_of(ADDR_A, 15101);
 	uint8_t b[64];
 	for (unsigned round = 0; round < 20; round++) {
-		/* 12 fit the fill ring, kept full from the 16 spare frames
-		 * while the last call's 12 views are out */
+		/* 12 fit the fill ring, kept topped up from the 16 spare
+		 * frames while the last call's 12 views are out (refilled
+		 * once the kernel took 4, a quarter of the ring: >= 13 in it) */
 		for (unsigned i = 0; i < 12; i++) {
 			tl_fill(b, sizeof(b), round * 12 + i);
 			assert_int_equal(sendto(ufd, b, sizeof(b), 0, (struct sockaddr *)&to_a,

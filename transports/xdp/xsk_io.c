@@ -17,7 +17,11 @@
  * wait on a stack until the fill ring has room; with more receive frames
  * than fill entries (the default: 2048 and 1024) the spare ones top the
  * fill ring up in the same call that took frames, so it stays full while
- * views are out.  A queue on which nothing arrived costs one read of the rx
+ * views are out.  Refilling reads the consumer index the kernel writes, a
+ * cache line that comes from the CPU that received; so the ring is topped
+ * up once the kernel took REFILL_BATCH (32, at most a quarter of the ring)
+ * frames from it, not after every frame, unless the last refill left it
+ * short.  A queue on which nothing arrived costs one read of the rx
  * producer (plus, with need_wakeup, of the fill ring's flags).  The rx
  * ring's consumer is released as soon as the descriptors are read: the
  * frame, not the descriptor, is what a view keeps alive.
@@ -176,6 +180,9 @@ struct xq {
 	unsigned rx_nfree;
 	uint64_t *held;                 /* handed out by the last recv, ring_size */
 	unsigned nheld;
+	unsigned taken;                 /* frames received since the last refill */
+	unsigned refill_at;             /* refill once taken reaches this */
+	bool fill_short;                /* the last refill could not fill the ring */
 
 	alignas(64) struct xsk_ring_cons comp;  /* every UMEM has one; queue 0 uses it */
 	struct xsk_ring_prod tx;        /* queue 0 only */
@@ -720,19 +727,32 @@ busy_fail:;
 
 /* ---- receive --------------------------------------------------------------- */
 
+#define REFILL_BATCH 32u
+
 /* Free receive frames into the fill ring, as many as it takes. */
 static inline void rx_refill(struct xq *q)
 {
 	uint32_t idx;
 	unsigned n = xsk_prod_nb_free(&q->fill, q->rx_nfree);
 
+	q->taken = 0;
 	if (n > q->rx_nfree)
 		n = q->rx_nfree;
-	if (!n || xsk_ring_prod__reserve(&q->fill, n, &idx) != n)
-		return;
-	for (unsigned i = 0; i < n; i++)
-		*xsk_ring_prod__fill_addr(&q->fill, idx + i) = q->rx_free[--q->rx_nfree];
-	xsk_ring_prod__submit(&q->fill, n);
+	if (n && xsk_ring_prod__reserve(&q->fill, n, &idx) == n) {
+		for (unsigned i = 0; i < n; i++)
+			*xsk_ring_prod__fill_addr(&q->fill, idx + i) = q->rx_free[--q->rx_nfree];
+		xsk_ring_prod__submit(&q->fill, n);
+	}
+	/* room left as far as we know (libxdp keeps cached_cons one ring
+	 * ahead): the free frames ran out first */
+	q->fill_short = q->fill.cached_cons - q->fill.cached_prod != 0;
+}
+
+/* rx_refill() once the kernel has taken a batch, or when the ring is short. */
+static inline void rx_refill_lazy(struct xq *q)
+{
+	if (q->taken >= q->refill_at || q->fill_short)
+		rx_refill(q);
 }
 
 bool flit_xsk_rx_pending(struct flit_xsk *x)
@@ -827,7 +847,7 @@ int recv_frames(struct flit_xsk *x, struct flit_udp_dgram *d,
 			memcpy(q->rx_free + q->rx_nfree, q->held, q->nheld * sizeof(*q->held));
 			q->rx_nfree += q->nheld;
 			q->nheld = 0;
-			rx_refill(q);
+			rx_refill_lazy(q);
 		}
 		if (got == n)
 			continue;
@@ -883,10 +903,11 @@ int recv_frames(struct flit_xsk *x, struct flit_udp_dgram *d,
 			got++;
 		}
 		xsk_ring_cons__release(&q->rx, r);
-		/* spare frames (and dropped ones) top the fill ring up now,
-		 * so the kernel keeps receiving while the views are out */
+		q->taken += r;
+		/* spare frames (and dropped ones) top the fill ring up, so
+		 * the kernel keeps receiving while the views are out */
 		if (q->rx_nfree)
-			rx_refill(q);
+			rx_refill_lazy(q);
 	}
 	return (int)got;
 }
@@ -1542,6 +1563,9 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 			goto fail;
 		for (unsigned f = q->nrx; f-- > 0;)
 			q->rx_free[q->rx_nfree++] = (uint64_t)f * c->frame_size;
+		q->refill_at = x->ring_size / 4 < REFILL_BATCH ? x->ring_size / 4 : REFILL_BATCH;
+		if (!q->refill_at)
+			q->refill_at = 1;
 		rx_refill(q);
 	}
 	for (unsigned f = x->ntx; f-- > 0;)
