@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-2-Clause
 # bench-udp: flit's udp transport against kernel UDP measured by sockperf,
-# across two hosts of a testbed (tools/testbed: network namespaces joined by a
-# bridge; see docs/TESTBED.md).  Needs root, sockperf and python3.
+# across two hosts of a testbed (tools/testbed: two network namespaces cabled
+# back to back, or with --link bridge through the testbed's switch, a
+# software bridge on the same CPUs; see docs/TESTBED.md).  Needs root,
+# sockperf and python3.
 #
 # For each size, interleaved in one run (so both see the same machine):
 #   sockperf server in host 2 (CPU 1) and sockperf ping-pong from host 1
@@ -20,6 +22,7 @@
 #   tools/bench-udp.sh [--build DIR] [--backend io_uring] [--sizes "32 64"]
 #                      [--count N] [--time S] [--thru-sizes "32 256"]
 #                      [--thru-duration S] [--sockperf-unicast] [--out FILE]
+#                      [--link direct|bridge]
 #                      [-C|--config LINE]...  (passed to flit-pong and flit-thru,
 #                      e.g. -C 'context.udp.service = poll')
 #
@@ -35,6 +38,7 @@ SP_TIME=3                   # sockperf seconds per size
 THRU_DURATION=2             # flit-thru seconds per run
 BACKENDS="sockets"
 SP_MCAST=1
+LINK=direct
 OUT=
 PORT=11111
 # Like for like: sockperf leaves multicast loopback off (its default,
@@ -64,6 +68,12 @@ while [ $# -gt 0 ]; do
     --time) SP_TIME=$2; shift 2 ;;
     --thru-duration) THRU_DURATION=$2; shift 2 ;;
     --sockperf-unicast) SP_MCAST=0; shift ;;
+    --link)
+      case ${2:-} in
+        direct|bridge) LINK=$2 ;;
+        *) echo "bench-udp: bad --link '${2:-}': direct or bridge" >&2; usage >&2; exit 2 ;;
+      esac
+      shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     -C|--config) FLIT_CFG+=(-C "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -95,7 +105,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$TB" up --name "$NAME" --hosts 2 --owner-pid $$ >"$work/testbed.log" 2>&1 ||
+"$TB" up --name "$NAME" --hosts 2 --link "$LINK" --owner-pid $$ >"$work/testbed.log" 2>&1 ||
   { cat "$work/testbed.log" >&2; die "testbed up failed"; }
 A1=10.77.0.1; A2=10.77.0.2
 # sockperf: multicast both ways, as flit sends (or unicast to host 2)
@@ -108,7 +118,7 @@ else
   SP_SRV=(-i "$A2"); SP_CLI=(-i "$A2"); SP_DESC="unicast to $A2"
 fi
 
-echo "bench-udp — $(date '+%F %T'), kernel $(uname -r), $(nproc) CPUs, testbed $NAME ($H1 $A1, $H2 $A2)"
+echo "bench-udp — $(date '+%F %T'), kernel $(uname -r), $(nproc) CPUs, testbed $NAME ($H1 $A1, $H2 $A2, $LINK link)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); host 1 side on CPU 0, host 2 side on CPU 1; every side spins"
 echo "sockperf $(sockperf --version 2>&1 | sed -n 's/.*version \([^ ]*\).*/\1/p' | head -1): UDP $SP_DESC, --nonblocked, RTT/2 (no --full-rtt), ${SP_TIME} s per size"
 [ ${#FLIT_CFG[@]} -gt 0 ] && echo "flit config lines: ${FLIT_CFG[*]}"
