@@ -6,7 +6,9 @@
 # no zero-copy), the ratio line, the cache-line floor line, throughput with
 # the receive work on the receiver's CPU; the results file holds a JSON line
 # per tool and transport with its numbers, --json adds the floor lines; the
-# plot is a PNG (when gnuplot is there); no testbed is left behind.
+# plot is a PNG (when gnuplot is there); no testbed is left behind.  Without
+# an RDMA device the table says so; with --rdma vm the Soft-RoCE guest adds
+# ib_send_lat and flit rdma rows and their ratio (or says why it could not).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
 C="$(cd "$(dirname "$0")/.." && pwd)/tools/flit-compare"
@@ -35,6 +37,7 @@ if [ $rc -ne 0 ]; then
 fi
 sed 's/^/    | /' "$tmp/out"
 num='[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+$'
+num5='[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +-$'
 grep -qE "^ +32 sockperf +kernel, nonblocked +$num" "$tmp/out" || fail "no sockperf row with numbers"
 grep -qE "^ +32 flit udp +kernel, sockets +$num" "$tmp/out" || fail "no flit udp row with numbers"
 grep -qE "^ +32 flit xdp +skb, copy, no busy-poll +$num" "$tmp/out" ||
@@ -45,6 +48,9 @@ grep -qE "cache-line floor CPU 0<->1 \(RTT/2 p50\) before [0-9]+ ns, after [0-9]
 	fail "no cache-line floor line"
 grep -q "one veth pair: cabled back to back" "$tmp/out" || fail "the header does not name the direct link"
 grep -q "receive work on the receiver's CPU" "$tmp/out" || fail "throughput does not say where the receive work ran"
+if ! ibv_devices 2>/dev/null | awk 'NR > 2 && NF >= 1' | grep -q .; then
+	grep -q "rdma: no RDMA device on this host" "$tmp/out" || fail "no word on the missing RDMA device"
+fi
 [ $failures -eq 0 ] && ok "the table: three rows, modes, ratios, floor, link"
 
 python3 - "$tmp/r.json" <<'EOF' || fail "results file"
@@ -75,6 +81,23 @@ fi
 	>"$tmp/j" 2>"$tmp/err" || fail "--json exited $?: $(tail -3 "$tmp/err")"
 n=$(grep -c '"tool":"flit-floor"' "$tmp/j")
 [ "$n" = 2 ] && ok "--json: the floor before and after the size" || fail "--json: $n flit-floor lines, want 2"
+
+# rdma rows from the Soft-RoCE guest (software RDMA: the path, not a measure)
+"$C" --build "$BUILD" --sizes 32 --count 200 --time 1 --no-thru --rdma vm --rdma-count 300 \
+	--out "$tmp/r3.json" --plot "$tmp/c3.png" >"$tmp/out3" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 0 ]; then
+	fail "--rdma vm exited $rc: $(tail -5 "$tmp/err")"
+elif grep -q "rdma: skipped:" "$tmp/out3"; then
+	echo "note: rdma rows not checked: $(grep -o 'rdma: skipped:.*' "$tmp/out3")"
+else
+	sed -n '/ib_send_lat\|flit rdma\|rdma\//p' "$tmp/out3" | sed 's/^/    | /'
+	grep -qE "^ +32 ib_send_lat +perftest, RC send, Soft-RoCE +$num5" "$tmp/out3" || fail "no ib_send_lat row"
+	grep -qE "^ +32 flit rdma +RC send, Soft-RoCE +$num5" "$tmp/out3" || fail "no flit rdma row"
+	grep -qE "ratio: rdma/ib_send_lat p50 [0-9.]+x p99 [0-9.]+x" "$tmp/out3" || fail "no rdma ratio line"
+	grep -q "rdma: in the Soft-RoCE guest" "$tmp/out3" || fail "the rdma rows are not marked as the guest's"
+	[ $failures -eq 0 ] && ok "--rdma vm: ib_send_lat and flit rdma rows with their ratio"
+fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all flit-compare checks passed"

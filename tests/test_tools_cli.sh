@@ -223,6 +223,8 @@ compare_misuse --link
 compare_misuse --netns a --peer-netns b --link direct
 compare_misuse --netns a
 compare_misuse --thru-rps maybe
+compare_misuse --rdma maybe
+compare_misuse --rdma-count many
 compare_misuse --netns a --peer-netns b --thru-rps on
 "$C" --help >"$tmp/out" 2>&1 && grep -q '^Usage: flit-compare' "$tmp/out" || fail "flit-compare --help"
 
