@@ -890,6 +890,102 @@ static void all_rx_queues_of_the_device_are_opened_and_polled(void **state)
 	sh("ip link del mq0");
 }
 
+/* cfg.tx_own_queue: one queue receives, the last one sends through a socket
+ * of its own; a one-queue device is refused, naming what to do. */
+static void an_own_tx_queue_sends_from_the_last_queue_and_the_rest_receive(void **state)
+{
+	(void)state;
+	struct flit_xsk_cfg c = cfg_default();
+	c.tx_own_queue = true;
+	struct flit_xsk *x = NULL;
+	assert_int_equal(flit_xsk_open(&c, &x), -EINVAL);
+	assert_non_null(strstr(flit_errmsg(), "numtxqueues 2 numrxqueues 2"));
+
+	assert_int_equal(sh("ip link add mq0 numtxqueues 2 numrxqueues 2 type veth peer name mq1 "
+			    "numtxqueues 2 numrxqueues 2 netns /proc/%d/fd/%d && "
+			    "ip addr add 10.99.1.1/24 dev mq0 && ip link set mq0 up && "
+			    "ip route replace 239.192.77.0/24 dev mq0",
+			    (int)getpid(), ns_b), 0);
+	in_b();
+	int r = sh("ip addr add 10.99.1.2/24 dev mq1 && ip link set mq1 up");
+	assert_int_equal(tx_csum_off("mq1"), 0);
+	int rfd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	assert_true(rfd >= 0);
+	struct sockaddr_in ba = sin_of("0.0.0.0", 15500);
+	assert_int_equal(bind(rfd, (struct sockaddr *)&ba, sizeof(ba)), 0);
+	struct ip_mreqn m = { .imr_ifindex = (int)if_nametoindex("mq1") };
+	inet_pton(AF_INET, "239.192.77.1", &m.imr_multiaddr);
+	assert_int_equal(setsockopt(rfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)), 0);
+	in_a();
+	assert_int_equal(r, 0);
+
+	unsigned ifi = if_nametoindex("mq0");
+	int mq_map = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "flit_t_mq", 4, 4, 4, NULL);
+	assert_true(mq_map >= 0);
+	int saved = map_fd;
+	map_fd = mq_map;
+	int pfd = prog_load();
+	map_fd = saved;
+	assert_true(pfd >= 0);
+	assert_int_equal(bpf_xdp_attach((int)ifi, pfd, XDP_FLAGS_SKB_MODE, NULL), 0);
+
+	snprintf(c.ifname, sizeof(c.ifname), "mq0");
+	c.queues = 0;
+	c.xdp_skb_mode = true;
+	c.frames = 256;
+	c.ring_size = 64;
+	assert_int_equal(flit_xsk_open(&c, &x), 0);
+	track(x);
+	assert_int_equal(flit_xsk_queues(x), 1);
+	assert_int_equal(flit_xsk_fd(x, 1), -EINVAL);
+	assert_non_null(strstr(flit_xsk_describe(x), "1 rx queue, tx on queue 1 (a socket of its own)"));
+	uint32_t q0 = 0;
+	int fd0 = flit_xsk_fd(x, 0);
+	assert_int_equal(bpf_map_update_elem(mq_map, &q0, &fd0, 0), 0);
+
+	/* sends: from queue 1's socket, all of them, in order */
+	static struct got g;
+	struct sockaddr_in to = sin_of("239.192.77.1", 15500);
+	xsk_send_all(x, &to, 100, 0, len_cycle, htons(15501));
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(sock_recv_until(rfd, &g, 100, 2000), 100);
+	check_in_order(&g, 0, 100);
+	struct flit_xsk_stats st;
+	flit_xsk_stats(x, &st);
+	assert_int_equal(st.tx_frames, 100);
+
+	/* receives: on queue 0, from 8 flows (one that the peer's kernel
+	 * handed to queue 1 would find no socket there and go to this
+	 * kernel instead: each arrives at most once, intact, and here all of
+	 * them come to queue 0) */
+	struct sockaddr_in back = sin_of("10.99.1.1", 15502);
+	uint8_t b[64];
+	for (unsigned i = 0; i < 8; i++) {
+		in_b();
+		int sfd = socket(AF_INET, SOCK_DGRAM, 0);
+		in_a();
+		tl_fill(b, sizeof(b), i);
+		assert_int_equal(sendto(sfd, b, sizeof(b), 0, (struct sockaddr *)&back, sizeof(back)), 64);
+		close(sfd);
+	}
+	memset(&g, 0, sizeof(g));
+	unsigned n = xsk_recv_until(x, &g, 8, 1000);
+	assert_true(n >= 1);
+	unsigned seen = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t seq = UINT64_MAX;
+		assert_int_equal(tl_check(g.buf[i], g.len[i], &seq), 0);
+		assert_true(seq < 8 && !(seen & 1u << seq));
+		seen |= 1u << seq;
+	}
+	close(rfd);
+	xsk_close(x);
+	bpf_xdp_detach((int)ifi, XDP_FLAGS_SKB_MODE, NULL);
+	close(pfd);
+	close(mq_map);
+	sh("ip link del mq0");
+}
+
 /* The cached MAC follows the neighbour table: flit_xsk_tx_service()
  * refreshes an entry in use once it is a second old. */
 static void a_changed_neighbour_mac_is_picked_up_by_tx_service(void **state)
@@ -1173,6 +1269,7 @@ int main(void)
 		T(missing_privileges_are_eperm_naming_the_capability),
 		T(send_stops_at_a_full_ring_and_counts_it),
 		T(all_rx_queues_of_the_device_are_opened_and_polled),
+		T(an_own_tx_queue_sends_from_the_last_queue_and_the_rest_receive),
 		T(a_changed_neighbour_mac_is_picked_up_by_tx_service),
 		T(one_recv_and_one_send_cost_is_printed),
 	};

@@ -103,6 +103,7 @@ static const char *const xdp_attach_names[] = { "auto", "pinned", "self", NULL }
 static const char *const xdp_zc_names[] = { "auto", "off", "on", NULL };
 static const char *const rdma_mode_names[] = { "send", "write", NULL };
 static const char *const xdp_rx_ts_names[] = { "off", "hardware", NULL };
+static const char *const xdp_txq_names[] = { "shared", "own", NULL };
 
 static bool valid_domain(const char *s, size_t len)
 {
@@ -357,6 +358,9 @@ static const struct cfg_key keys[] = {
 	  .names = xdp_zc_names },
 	{ .name = "context.xdp.need_wakeup", .scope = SCOPE_CONTEXT, .type = T_BOOL,
 	  .def = "true", FIELD(flit_cfg_context, xdp_need_wakeup) },
+	{ .name = "context.xdp.tx_queue", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "shared", FIELD(flit_cfg_context, xdp_tx_queue),
+	  .names = xdp_txq_names },
 	{ .name = "context.xdp.busy_poll_us", .scope = SCOPE_CONTEXT, .type = T_U32,
 	  .def = "0", FIELD(flit_cfg_context, xdp_busy_poll_us),
 	  .min = 0, .max = 1000000 },

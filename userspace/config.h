@@ -87,6 +87,7 @@ struct flit_cfg_context {
 	bool xdp_hugepages;            /* context.xdp.hugepages = false */
 	int xdp_zerocopy;              /* context.xdp.zerocopy = auto (auto|off|on) */
 	bool xdp_need_wakeup;          /* context.xdp.need_wakeup = true */
+	int xdp_tx_queue;              /* context.xdp.tx_queue = shared (shared|own) */
 	uint32_t xdp_busy_poll_us;     /* context.xdp.busy_poll_us = 0 */
 	uint32_t xdp_busy_poll_budget; /* context.xdp.busy_poll_budget = 0: kernel default */
 	bool xdp_verify_checksums;     /* context.xdp.verify_checksums = true */

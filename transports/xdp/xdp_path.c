@@ -154,6 +154,7 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 		.ttl = (uint8_t)cc->udp_ttl,
 		.rx_meta = want_rx && st.rx_timestamps,
 		.tx_timestamps = cc->xdp_tx_timestamps,
+		.tx_own_queue = cc->xdp_tx_queue == 1,
 	};
 	snprintf(xc.ifname, sizeof(xc.ifname), "%s", ifname);
 	err = flit_xsk_open(&xc, &p->xk);

@@ -6,10 +6,17 @@
  * frames (mmap'd: page aligned, huge pages when asked and reserved).  Frame
  * addresses are multiples of frame_size (aligned mode); a packet starts
  * FLIT_XSK_HEADROOM bytes in, where the kernel puts received data
- * (XDP_PACKET_HEADROOM) and where we put sent frames too.  Queue 0's UMEM is
- * split: the first half receives, the second half sends (all sends go out
- * through queue 0's socket); the other queues only receive, so all their
- * frames receive.
+ * (XDP_PACKET_HEADROOM) and where we put sent frames too.  The sending
+ * socket's UMEM is split: the first half receives, the second half sends;
+ * the other queues only receive, so all their frames receive.  All sends go
+ * out through one socket: queue 0's, or with cfg.tx_own_queue one of its
+ * own on the device's last queue, where nothing is received (the program's
+ * XSKMAP has no entry for it).  In copy mode a socket that both sends and
+ * receives has its send state (the kernel's xdp_sock and buffer pool, e.g.
+ * the completion ring's lock) on cache lines the receive path of the other
+ * CPU writes too: every round trip moves them between the CPUs (2.24 ->
+ * 1.93 us RTT/2 with a socket of its own, when this VM's vCPUs sat on
+ * distant host cores).
  *
  * Receive: frames the kernel filled are taken from the rx ring; the ones
  * handed out as views are remembered ("held") and go back to the fill ring
@@ -46,7 +53,7 @@
  * Stamps (xsk_io.h).  RX: with cfg.rx_meta, recv_frames() is instantiated
  * a second time, reading (and clearing the magic of) struct
  * flit_xdp_rx_meta in front of each frame; without it the loop is the one it
- * always was.  TX: with cfg.tx_timestamps queue 0's socket and UMEM are set
+ * always was.  TX: with cfg.tx_timestamps the sending socket and UMEM are set
  * up through the raw socket API (struct xdp_umem_reg with tx_metadata_len,
  * Linux 6.8; XDP_UMEM_TX_METADATA_LEN, Linux 6.11, required since), the
  * rings mapped here and kept in libxdp's ring structs, so the ring code is
@@ -184,8 +191,8 @@ struct xq {
 	unsigned refill_at;             /* refill once taken reaches this */
 	bool fill_short;                /* the last refill could not fill the ring */
 
-	alignas(64) struct xsk_ring_cons comp;  /* every UMEM has one; queue 0 uses it */
-	struct xsk_ring_prod tx;        /* queue 0 only */
+	alignas(64) struct xsk_ring_cons comp;  /* every UMEM has one; the sender's uses it */
+	struct xsk_ring_prod tx;        /* the sending socket's only */
 	struct xsk_umem *umem;
 	struct xsk_socket *sk;
 	size_t area_len;
@@ -202,8 +209,9 @@ struct rx_stats {
 
 struct flit_xsk {
 	/* ---- receive side: the recv thread only ---- */
-	struct xq *q;
+	struct xq *q;                   /* nq rx queues, then the own tx queue */
 	unsigned nq;
+	unsigned nqa;                   /* entries of q: nq, + 1 with an own tx queue */
 	unsigned rr;                    /* queue recv starts at */
 	unsigned ring_size;
 	uint64_t frame_mask;
@@ -217,7 +225,8 @@ struct flit_xsk {
 
 	/* ---- send side: under lock ---- */
 	alignas(64) _Atomic int lock;
-	struct xq *txq;                 /* &q[0] */
+	struct xq *txq;                 /* &q[0], or &q[nq] (cfg.tx_own_queue) */
+	unsigned txqid;                 /* its queue id */
 	uint64_t *tx_free;              /* stack of frame addresses */
 	unsigned tx_nfree, ntx;
 	unsigned reap_below;            /* reap completions below this many free */
@@ -586,7 +595,7 @@ static int raw_umem_create(struct flit_xsk *x, struct xq *q, unsigned qid, size_
 	if (setsockopt(q->fd, SOL_XDP, XDP_UMEM_FILL_RING, &n, sizeof(n)) ||
 	    setsockopt(q->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n, sizeof(n)) ||
 	    setsockopt(q->fd, SOL_XDP, XDP_RX_RING, &n, sizeof(n)) ||
-	    (qid == 0 && setsockopt(q->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n))))
+	    (q == x->txq && setsockopt(q->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n))))
 		return flit_err(errno, "xsk: ring sizes (%u) of the AF_XDP socket on %s",
 				n, x->cfg.ifname);
 	if (getsockopt(q->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &ol) || ol != sizeof(off))
@@ -604,7 +613,8 @@ static int raw_umem_create(struct flit_xsk *x, struct xq *q, unsigned qid, size_
 			 XDP_PGOFF_RX_RING, &m)))
 		return r;
 	RING_SET(&q->rx, m, off.rx, n, false);
-	if (qid == 0) {
+	(void)qid;
+	if (q == x->txq) {
 		if ((r = raw_map(x, q, 3, off.tx.desc + n * sizeof(struct xdp_desc),
 				 XDP_PGOFF_TX_RING, &m)))
 			return r;
@@ -649,7 +659,7 @@ static int sock_create(struct flit_xsk *x, struct xq *q, unsigned qid, bool *zc,
 			r = raw_bind(x, q, qid, sc.bind_flags);
 		} else {
 			r = xsk_socket__create(&q->sk, x->cfg.ifname, qid, q->umem, &q->rx,
-					       qid == 0 ? &q->tx : NULL, &sc);
+					       q == x->txq ? &q->tx : NULL, &sc);
 			if (r)
 				q->sk = NULL;
 		}
@@ -709,7 +719,7 @@ static int sock_options(struct flit_xsk *x, struct xq *q, unsigned qid)
 				goto busy_fail;
 		}
 	}
-	if (qid == 0 && x->copy) {
+	if (q == x->txq && x->copy) {
 		unsigned b = x->ring_size;
 		if (b > COPY_TX_BUDGET &&
 		    !setsockopt(q->fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &b, sizeof(b)))
@@ -1363,7 +1373,11 @@ static void describe(struct flit_xsk *x)
 	} else {
 		ADD(", busy-poll off");
 	}
-	ADD(", %u queue%s (tx on queue 0)", x->nq, x->nq == 1 ? "" : "s");
+	if (x->txq == &x->q[0])
+		ADD(", %u queue%s (tx on queue 0)", x->nq, x->nq == 1 ? "" : "s");
+	else
+		ADD(", %u rx queue%s, tx on queue %u (a socket of its own)", x->nq,
+		    x->nq == 1 ? "" : "s", x->txqid);
 	ADD(", %ux%u B UMEM per queue", c->frames, c->frame_size);
 	if (huge)
 		ADD(" (huge pages)");
@@ -1432,7 +1446,7 @@ void flit_xsk_close(struct flit_xsk *x)
 	if (!x)
 		return;
 	if (x->q)
-		for (unsigned i = 0; i < x->nq; i++)
+		for (unsigned i = 0; i < x->nqa; i++)
 			q_close(x, &x->q[i]);
 	free(x->q);
 	free(x->tx_free);
@@ -1481,6 +1495,18 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 	}
 	if (x->nq > MAX_QUEUES)
 		x->nq = MAX_QUEUES;
+	if (c->tx_own_queue) {
+		if (devq < 2 || (c->queues && c->queues >= devq)) {
+			r = flit_err(EINVAL, "xsk: a sending queue of its own (context.xdp.tx_queue = "
+				     "own) is %s's last queue, and %s (veth: create it with "
+				     "numtxqueues 2 numrxqueues 2; a NIC: ethtool -L)", c->ifname,
+				     devq < 2 ? "it has only one" : "context.xdp.queues asks to receive on it");
+			goto fail;
+		}
+		if (x->nq > devq - 1)
+			x->nq = devq - 1;
+	}
+	x->nqa = x->nq + (c->tx_own_queue ? 1 : 0);
 
 	x->ring_size = c->ring_size;
 	x->frame_mask = ~(uint64_t)(c->frame_size - 1);
@@ -1500,17 +1526,18 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 		mp = x->mtu - FLIT_PKT_IP_LEN - FLIT_PKT_UDP_LEN;
 	x->max_payload = mp;
 
-	if (posix_memalign((void **)&x->q, 64, x->nq * sizeof(*x->q)))
+	if (posix_memalign((void **)&x->q, 64, x->nqa * sizeof(*x->q)))
 		x->q = NULL;
 	if (x->q)
-		memset(x->q, 0, x->nq * sizeof(*x->q));
+		memset(x->q, 0, x->nqa * sizeof(*x->q));
 	if (!x->q) {
 		r = flit_err(ENOMEM, "xsk: queue state");
 		goto fail;
 	}
-	for (unsigned i = 0; i < x->nq; i++)
+	for (unsigned i = 0; i < x->nqa; i++)
 		x->q[i].fd = -1;
-	x->txq = &x->q[0];
+	x->txq = &x->q[c->tx_own_queue ? x->nq : 0];
+	x->txqid = c->tx_own_queue ? devq - 1 : 0;
 	x->rx_meta = c->rx_meta;
 	x->tx_ts = c->tx_timestamps;
 	if (x->tx_ts) {
@@ -1534,10 +1561,11 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 	bool zc = c->zerocopy != FLIT_XSK_ZC_OFF && !c->xdp_skb_mode;
 	size_t len = (size_t)c->frames * c->frame_size;
 	uint64_t deadline = mono_ms() + BIND_RETRY_MS;
-	for (unsigned i = 0; i < x->nq; i++) {
+	for (unsigned i = 0; i < x->nqa; i++) {
 		struct xq *q = &x->q[i];
+		unsigned qid = q == x->txq ? x->txqid : i;
 		q->fd = -1;
-		q->nrx = i == 0 ? c->frames - x->ntx : c->frames;
+		q->nrx = q == x->txq ? c->frames - x->ntx : c->frames;
 		q->rx_free = calloc(q->nrx, sizeof(*q->rx_free));
 		q->held = calloc(x->ring_size, sizeof(*q->held));
 		if (!q->rx_free || !q->held) {
@@ -1547,18 +1575,18 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 		r = area_alloc(x, q, len);
 		if (r)
 			goto fail;
-		/* TX metadata is queue 0's only: all sends go out there */
-		r = i == 0 && c->tx_timestamps ? raw_umem_create(x, q, i, len)
-					       : umem_create(x, q, len);
+		/* TX metadata is the sending socket's only */
+		r = q == x->txq && c->tx_timestamps ? raw_umem_create(x, q, qid, len)
+						    : umem_create(x, q, len);
 		if (r)
 			goto fail;
-		r = sock_create(x, q, i, &zc, deadline);
+		r = sock_create(x, q, qid, &zc, deadline);
 		if (r)
 			goto fail;
 		/* later queues do not try zero-copy again once it failed, nor
 		 * copy once it worked */
 		x->copy = !zc;
-		r = sock_options(x, q, i);
+		r = sock_options(x, q, qid);
 		if (r)
 			goto fail;
 		for (unsigned f = q->nrx; f-- > 0;)

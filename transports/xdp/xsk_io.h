@@ -77,6 +77,10 @@ struct flit_xsk_cfg {
 				 * program is flit_xdp_ts): read the NIC stamp */
 	bool tx_timestamps;     /* AF_XDP TX metadata stamps (see above);
 				 * -EOPNOTSUPP before Linux 6.8 */
+	bool tx_own_queue;      /* send through a socket of its own on the
+				 * device's last queue, which is not received
+				 * on (needs 2 queues or more); else through
+				 * queue 0's */
 };
 
 /* Per object, summed over queues.  rx_frames: taken from rx rings;
