@@ -825,38 +825,62 @@ static void send_stops_at_a_full_ring_and_counts_it(void **state)
 	xsk_close(x);
 }
 
+/* A second veth pair, mq0 (A, 10.99.1.1) <-> mq1 (B, 10.99.1.2), two queues a
+ * side, flit's program on mq0 in skb mode with an XSKMAP of its own (*mq_map);
+ * mq_down() removes it all.  mq_cfg(): an xsk configuration for mq0. */
+static unsigned mq_up(int *mq_map, int *pfd)
+{
+	assert_int_equal(sh("ip link add mq0 numtxqueues 2 numrxqueues 2 type veth peer name mq1 "
+			    "numtxqueues 2 numrxqueues 2 netns /proc/%d/fd/%d && "
+			    "ip addr add 10.99.1.1/24 dev mq0 && ip link set mq0 up && "
+			    "ip route replace 239.192.77.0/24 dev mq0",
+			    (int)getpid(), ns_b), 0);
+	in_b();
+	int r = sh("ip addr add 10.99.1.2/24 dev mq1 && ip link set mq1 up");
+	int rc = tx_csum_off("mq1");
+	in_a();
+	assert_int_equal(r, 0);
+	assert_int_equal(rc, 0);
+	unsigned ifi = if_nametoindex("mq0");
+	*mq_map = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "flit_t_mq", 4, 4, 4, NULL);
+	assert_true(*mq_map >= 0);
+	/* the program refers to map_fd: point a copy of it at mq_map */
+	int saved = map_fd;
+	map_fd = *mq_map;
+	*pfd = prog_load();
+	map_fd = saved;
+	assert_true(*pfd >= 0);
+	assert_int_equal(bpf_xdp_attach((int)ifi, *pfd, XDP_FLAGS_SKB_MODE, NULL), 0);
+	return ifi;
+}
+
+static void mq_down(unsigned ifi, int mq_map, int pfd)
+{
+	bpf_xdp_detach((int)ifi, XDP_FLAGS_SKB_MODE, NULL);
+	close(pfd);
+	close(mq_map);
+	sh("ip link del mq0");
+}
+
+static void mq_cfg(struct flit_xsk_cfg *c)
+{
+	snprintf(c->ifname, sizeof(c->ifname), "mq0");
+	c->queues = 0;
+	c->xdp_skb_mode = true;
+	c->frames = 256;
+	c->ring_size = 64;
+}
+
 /* A second veth pair with two rx queues: queues = 0 opens both, recv polls
  * both.  Which queue a datagram lands on is veth's choice (the sender's tx
  * queue, hashed per flow): 32 flows make both likely, all must arrive. */
 static void all_rx_queues_of_the_device_are_opened_and_polled(void **state)
 {
 	(void)state;
-	assert_int_equal(sh("ip link add mq0 numtxqueues 2 numrxqueues 2 type veth peer name mq1 "
-			    "numtxqueues 2 numrxqueues 2 netns /proc/%d/fd/%d && "
-			    "ip addr add 10.99.1.1/24 dev mq0 && ip link set mq0 up",
-			    (int)getpid(), ns_b), 0);
-	in_b();
-	int r = sh("ip addr add 10.99.1.2/24 dev mq1 && ip link set mq1 up");
-	assert_int_equal(tx_csum_off("mq1"), 0);
-	in_a();
-	assert_int_equal(r, 0);
-	unsigned ifi = if_nametoindex("mq0");
-	int mq_map = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "flit_t_mq", 4, 4, 4, NULL);
-	assert_true(mq_map >= 0);
-	/* the program refers to map_fd: point a copy of it at mq_map */
-	int saved = map_fd;
-	map_fd = mq_map;
-	int pfd = prog_load();
-	map_fd = saved;
-	assert_true(pfd >= 0);
-	assert_int_equal(bpf_xdp_attach((int)ifi, pfd, XDP_FLAGS_SKB_MODE, NULL), 0);
-
+	int mq_map, pfd;
+	unsigned ifi = mq_up(&mq_map, &pfd);
 	struct flit_xsk_cfg c = cfg_default();
-	snprintf(c.ifname, sizeof(c.ifname), "mq0");
-	c.queues = 0;
-	c.xdp_skb_mode = true;
-	c.frames = 256;
-	c.ring_size = 64;
+	mq_cfg(&c);
 	struct flit_xsk *x = NULL;
 	assert_int_equal(flit_xsk_open(&c, &x), 0);
 	track(x);
@@ -884,10 +908,7 @@ static void all_rx_queues_of_the_device_are_opened_and_polled(void **state)
 	}
 	check_in_order(&g, 0, 32);
 	xsk_close(x);
-	bpf_xdp_detach((int)ifi, XDP_FLAGS_SKB_MODE, NULL);
-	close(pfd);
-	close(mq_map);
-	sh("ip link del mq0");
+	mq_down(ifi, mq_map, pfd);
 }
 
 /* cfg.tx_own_queue: one queue receives, the last one sends through a socket
@@ -901,14 +922,9 @@ static void an_own_tx_queue_sends_from_the_last_queue_and_the_rest_receive(void 
 	assert_int_equal(flit_xsk_open(&c, &x), -EINVAL);
 	assert_non_null(strstr(flit_errmsg(), "numtxqueues 2 numrxqueues 2"));
 
-	assert_int_equal(sh("ip link add mq0 numtxqueues 2 numrxqueues 2 type veth peer name mq1 "
-			    "numtxqueues 2 numrxqueues 2 netns /proc/%d/fd/%d && "
-			    "ip addr add 10.99.1.1/24 dev mq0 && ip link set mq0 up && "
-			    "ip route replace 239.192.77.0/24 dev mq0",
-			    (int)getpid(), ns_b), 0);
+	int mq_map, pfd;
+	unsigned ifi = mq_up(&mq_map, &pfd);
 	in_b();
-	int r = sh("ip addr add 10.99.1.2/24 dev mq1 && ip link set mq1 up");
-	assert_int_equal(tx_csum_off("mq1"), 0);
 	int rfd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	assert_true(rfd >= 0);
 	struct sockaddr_in ba = sin_of("0.0.0.0", 15500);
@@ -917,23 +933,9 @@ static void an_own_tx_queue_sends_from_the_last_queue_and_the_rest_receive(void 
 	inet_pton(AF_INET, "239.192.77.1", &m.imr_multiaddr);
 	assert_int_equal(setsockopt(rfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)), 0);
 	in_a();
-	assert_int_equal(r, 0);
 
-	unsigned ifi = if_nametoindex("mq0");
-	int mq_map = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "flit_t_mq", 4, 4, 4, NULL);
-	assert_true(mq_map >= 0);
-	int saved = map_fd;
-	map_fd = mq_map;
-	int pfd = prog_load();
-	map_fd = saved;
-	assert_true(pfd >= 0);
-	assert_int_equal(bpf_xdp_attach((int)ifi, pfd, XDP_FLAGS_SKB_MODE, NULL), 0);
-
-	snprintf(c.ifname, sizeof(c.ifname), "mq0");
-	c.queues = 0;
-	c.xdp_skb_mode = true;
-	c.frames = 256;
-	c.ring_size = 64;
+	mq_cfg(&c);
+	c.tx_own_queue = true;
 	assert_int_equal(flit_xsk_open(&c, &x), 0);
 	track(x);
 	assert_int_equal(flit_xsk_queues(x), 1);
@@ -980,10 +982,7 @@ static void an_own_tx_queue_sends_from_the_last_queue_and_the_rest_receive(void 
 	}
 	close(rfd);
 	xsk_close(x);
-	bpf_xdp_detach((int)ifi, XDP_FLAGS_SKB_MODE, NULL);
-	close(pfd);
-	close(mq_map);
-	sh("ip link del mq0");
+	mq_down(ifi, mq_map, pfd);
 }
 
 /* The cached MAC follows the neighbour table: flit_xsk_tx_service()
