@@ -548,7 +548,7 @@ static int raw_map(struct flit_xsk *x, struct xq *q, int i, size_t len, off_t pg
 	return 0;
 }
 
-/* The socket, UMEM and rings of queue qid set up by hand, with AF_XDP TX
+/* The sending socket, its UMEM and rings set up by hand, with AF_XDP TX
  * metadata (cfg.tx_timestamps): libxdp 1.3.1's UMEM config cannot ask for
  * it.  Binding is left to sock_create(), as with libxdp.
  *
@@ -557,7 +557,7 @@ static int raw_map(struct flit_xsk *x, struct xq *q, int i, size_t len, off_t pg
  * metadata would then be refused one by one): before 6.8, EOPNOTSUPP up
  * front.  Linux 6.11 takes the length only with XDP_UMEM_TX_METADATA_LEN,
  * which 6.8..6.10 refuse (EINVAL): retried without it there. */
-static int raw_umem_create(struct flit_xsk *x, struct xq *q, unsigned qid, size_t len)
+static int raw_umem_create(struct flit_xsk *x, struct xq *q, size_t len)
 {
 	struct umem_reg_v3 mr = {
 		.addr = (uintptr_t)q->area,
@@ -613,7 +613,6 @@ static int raw_umem_create(struct flit_xsk *x, struct xq *q, unsigned qid, size_
 			 XDP_PGOFF_RX_RING, &m)))
 		return r;
 	RING_SET(&q->rx, m, off.rx, n, false);
-	(void)qid;
 	if (q == x->txq) {
 		if ((r = raw_map(x, q, 3, off.tx.desc + n * sizeof(struct xdp_desc),
 				 XDP_PGOFF_TX_RING, &m)))
@@ -1576,7 +1575,7 @@ int flit_xsk_open(const struct flit_xsk_cfg *cfg, struct flit_xsk **out)
 		if (r)
 			goto fail;
 		/* TX metadata is the sending socket's only */
-		r = q == x->txq && c->tx_timestamps ? raw_umem_create(x, q, qid, len)
+		r = q == x->txq && c->tx_timestamps ? raw_umem_create(x, q, len)
 						    : umem_create(x, q, len);
 		if (r)
 			goto fail;
