@@ -10,7 +10,12 @@
 #  - a small sweep prints the table (a group per size, a row per rate) and
 #    "CPU-bound after 100 K msgs/sec" when a rate cannot be reached (1 G
 #    msg/s), which ends that size's sweep; --csv prints a header line and
-#    one row per point;
+#    one row per point; under each size's table, per rate, the times each
+#    side was switched out and the publisher's longest loop turn;
+#  - --rounds 3: each row merges three points of its rate (pings and
+#    messages three times one point's, rounds = 3 in JSON), and a rate
+#    CPU-bound in the first round is run again in later rounds, where the
+#    sweep stops;
 #  - --role sub and --role pub as two commands;
 #  - misuse exits 2 with the usage on stderr; a missing network namespace or
 #    a -C line the library rejects exits 1 naming it.
@@ -66,6 +71,9 @@ expect 2 -d 0
 expect 2 -r 1 -d 0.5
 expect 2 --ping-rate 0
 expect 2 --max-batch 0
+expect 2 --rounds 0
+expect 2 --rounds 1001
+expect 2 --rounds x
 expect 2 -t tcp
 expect 2 --cpus 0,0
 expect 2 --role
@@ -167,6 +175,10 @@ if timeout 60 "$L" -s "32 256" -r "1G 50k" -d 0.5 -w 0.05 >"$tmp/table" 2>"$tmp/
     { fail "table: the 1 G rows marked CPU-bound"; ok=0; }
   [ "$(grep -c '^CPU-bound after 50 K msgs/sec' "$tmp/table")" -eq 2 ] ||
     { fail "table: no 'CPU-bound after 50 K msgs/sec' line per size"; ok=0; }
+  [ "$(grep -c '^# *Msgs/sec *switched out: pub / sub *longest pub turn (us)$' "$tmp/table")" -eq 2 ] ||
+    { fail "table: no interference lines under each size"; ok=0; }
+  [ "$(grep -Ec '^# +(50,000|1,000,000,000) +[0-9]+ / [0-9]+ +[0-9.]+$' "$tmp/table")" -eq 4 ] ||
+    { fail "table: an interference line per row"; ok=0; }
   [ "$ok" -eq 1 ] && echo "ok: sweep table"
 else
   fail "sweep exited $?"; sed 's/^/    | /' "$tmp/table.err"
@@ -194,6 +206,34 @@ EOF
   fi
 else
   fail "--csv exited $?"; sed 's/^/    | /' "$tmp/csv.err"
+fi
+
+# ---- rounds -------------------------------------------------------------------
+if timeout 60 "$L" -s 32 -r "20k 40k 1G" -d 0.2 -w 0.05 --rounds 3 --json >"$tmp/rounds" 2>"$tmp/rounds.err"; then
+  if python3 - "$tmp/rounds" <<'EOF'; then
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert [r["rate"] for r in rows] == [20000, 40000, 1e9], [r["rate"] for r in rows]
+for r in rows[:2]:
+    assert r["rounds"] == 3, r
+    # three 0.2-s points: 3 x 0.2 x rate messages, 3 x 1000 pings
+    assert r["sent"] == round(3 * 0.2 * r["rate"]), (r["rate"], r["sent"])
+    assert r["pings_sent"] == r["count"] == 3000, (r["rate"], r["pings_sent"], r["count"])
+    assert r["pings_lost"] == 0 and r["gaps"] == 0 and not r["cpu_bound"], r
+    assert abs(r["secs"] - 0.6) < 0.05, r["secs"]
+    for k in ("pub_preempted", "sub_preempted", "max_turn_ns"):
+        assert isinstance(r[k], int) and r[k] >= 0, (k, r)
+    assert r["max_turn_ns"] > 0, r
+# 1 G is CPU-bound in round 1; later rounds run it again (and stop there)
+assert rows[2]["cpu_bound"] and rows[2]["rounds"] == 3, rows[2]
+EOF
+    echo "ok: --rounds 3 merges three points per row"
+  else
+    fail "--rounds"; sed 's/^/    | /' "$tmp/rounds"
+  fi
+  grep -q 'CPU-bound at 1 G msgs/sec' "$tmp/rounds.err" || fail "--rounds --json: no CPU-bound warning"
+else
+  fail "--rounds exited $?"; sed 's/^/    | /' "$tmp/rounds.err"
 fi
 
 # ---- two commands: --role sub, --role pub --------------------------------------

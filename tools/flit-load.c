@@ -31,6 +31,19 @@
  * point CPU-bound (the backlog is not sent then), and the sweep of that size
  * stops there.
  *
+ * Rounds (--rounds N): the sweep of a size runs N times over, and each row
+ * merges its rate's N points (histograms merged, counters summed).  On a
+ * machine whose stalls of a few ms set the average (a VM, a host without
+ * isolated CPUs), interleaving the rates that way gives each rate the same
+ * share of the machine's bad phases, where N times the duration once per
+ * rate gives one rate a quiet minute and the next a noisy one.
+ *
+ * Interference: each side counts the times the kernel switched it out
+ * while it wanted to run (involuntary context switches, getrusage), and the
+ * publisher its longest turn of the rate loop (which also shows a vCPU the
+ * hypervisor held); both go with each row, so an average set by a stall
+ * says so.
+ *
  * Payload: the first 8 bytes are kind (top byte: load, ping, hello, end,
  * bye) and the stream sequence number (56 bits, every message after the
  * start-up counts); a ping carries its send time (TSC ticks) in bytes 8..15.
@@ -48,6 +61,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +84,10 @@ static const char usage[] =
 "                         run in increasing order\n"
 "  -d, --duration S       measured seconds per point (default 2)\n"
 "  -w, --warmup S         unmeasured seconds at the rate first (default 0.25)\n"
+"      --rounds N         sweep each size N times over (default 1); a row merges\n"
+"                         its rate's N points, so every rate meets the same\n"
+"                         share of the machine's stalls; the sweep stops at\n"
+"                         the first rate CPU-bound in any round\n"
 "  -P, --ping-rate N      pings per second (default 5000; at most one ping\n"
 "                         per message)\n"
 "  -B, --max-batch N      most messages sent per wake-up, 1 .. 1M (default 256)\n"
@@ -106,7 +124,9 @@ static const char usage[] =
 "Median, 99.9%, Max, StdDev of RTT/2 in microseconds, the achieved rate,\n"
 "pings measured and lost; \"CPU-bound after X msgs/sec\" ends a size's sweep\n"
 "when the sender could not keep up (behind its schedule without a break for\n"
-"the last 5 % of the point, at least 25 ms).\n"
+"the last 5 % of the point, at least 25 ms).  Under it, per rate: the times\n"
+"the kernel switched each side out while it could run, and the publisher's\n"
+"longest turn of its loop (a stall there, e.g. a vCPU held by its host).\n"
 "\n"
 "Exit status: 0 ok, 1 runtime failure (on shm also: a ping lost, a sequence\n"
 "gap or duplicate), 2 usage error.\n";
@@ -130,7 +150,8 @@ enum kind {
 /* The subscriber's answer to K_END: word 0 echoes the end message. */
 enum {
 	REP_WORD0, REP_POINT, REP_MSGS, REP_GAPS, REP_DUPES, REP_BAD, REP_PINGS,
-	REP_LOST, REP_REPLY_BP, REP_NAKS_SENT, REP_RETX_RECEIVED, REP_WORDS
+	REP_LOST, REP_REPLY_BP, REP_NAKS_SENT, REP_RETX_RECEIVED, REP_PREEMPTED,
+	REP_WORDS
 };
 
 static inline uint64_t ld64(const void *p)
@@ -149,6 +170,14 @@ static inline void st64(void *p, uint64_t v)
 static inline uint64_t word0(enum kind k, uint64_t seq)
 {
 	return (uint64_t)k << KIND_SHIFT | (seq & SEQ_MASK);
+}
+
+/* Times the kernel switched the calling thread out while it could run. */
+static uint64_t preempted(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) ? 0 : (uint64_t)ru.ru_nivcsw;
 }
 
 /* ---- options ------------------------------------------------------------------ */
@@ -179,6 +208,7 @@ struct options {
 	int nrates;
 	double duration_s, warmup_s, ping_rate, timeout_s;
 	uint64_t max_batch;
+	int rounds;
 	bool sleep, batch, json, csv, hist;
 	int cpus[2], ncpus;
 	enum role role;
@@ -316,6 +346,7 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 			memset(&ctr, 0, sizeof(ctr));
 		rep[REP_NAKS_SENT] = ctr.naks_sent;
 		rep[REP_RETX_RECEIVED] = ctr.retx_received;
+		rep[REP_PREEMPTED] = preempted();
 		sub_reflect(s, rep, sizeof(rep));
 		return;
 	case K_BYE:
@@ -513,6 +544,10 @@ struct point {
 	uint64_t naks_sent, retx_received;      /* the subscriber's context */
 	uint64_t retransmissions, naks_received; /* the publisher's context */
 	uint64_t bad;                   /* bad replies here */
+	/* interference: involuntary context switches of each side, and the
+	 * publisher's longest turn of its rate loop */
+	uint64_t pub_preempted, sub_preempted, max_turn_ns;
+	int rounds;                     /* points merged into this one */
 	struct tool_stats st;
 };
 
@@ -531,6 +566,7 @@ struct pub {
 	uint8_t *buf;
 	struct pub_state st;
 	uint64_t prev_rep[REP_WORDS];   /* the previous end answer */
+	flit_hist *hists[MAX_LIST];     /* per rate of a size: its rounds merged */
 };
 
 static noreturn TOOL_FMT(2, 3) void pub_fail(struct pub *p, const char *fmt, ...)
@@ -663,6 +699,7 @@ static void pub_end(struct pub *p, struct point *pt)
 	pt->reply_bp = r[REP_REPLY_BP] - q[REP_REPLY_BP];
 	pt->naks_sent = r[REP_NAKS_SENT] - q[REP_NAKS_SENT];
 	pt->retx_received = r[REP_RETX_RECEIVED] - q[REP_RETX_RECEIVED];
+	pt->sub_preempted = r[REP_PREEMPTED] - q[REP_PREEMPTED];
 	memcpy(p->prev_rep, r, sizeof(p->prev_rep));
 }
 
@@ -708,7 +745,7 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	double behind_s = o->duration_s * BEHIND_FRAC > BEHIND_MIN_S ?
 			  o->duration_s * BEHIND_FRAC : BEHIND_MIN_S;
 	uint64_t t_start, t_m0, t_end, t_behind, t_caught, t_done, t_stall, now = 0;
-	uint64_t sent = 0, kping = 0, next_ping, spins = 0;
+	uint64_t sent = 0, kping = 0, next_ping, spins = 0, prev, max_turn = 0, pre0;
 	struct flit_counters c0 = { .sz = sizeof(c0) }, c1 = { .sz = sizeof(c1) };
 
 	if (every < 1)
@@ -716,6 +753,7 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	memset(pt, 0, sizeof(*pt));
 	pt->size = size;
 	pt->rate = rate;
+	pt->rounds = 1;
 	flit_hist_reset(s->hist);
 	s->pings_rx = s->pings_lost = s->pings_dup = s->bad = 0;
 	tool_payload_fill(p->buf, size, 0);     /* the pattern after the header */
@@ -727,13 +765,19 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	t_m0 = t_start + (uint64_t)((double)i0 / per_tick);
 	t_end = t_start + (uint64_t)((double)i1 / per_tick);   /* the last one is due */
 	t_behind = tool_ticks(clk, behind_s * 1e9);
-	t_done = t_caught = t_stall = t_start;
+	t_done = t_caught = t_stall = prev = t_start;
+	pre0 = preempted();
 	while (sent < i1) {
 		uint64_t due, n, j;
 		bool wrote = false;
 
 		now = tool_now(clk);
-		pt->wakeups += sent >= i0;
+		if (sent >= i0) {
+			pt->wakeups++;
+			if (now - prev > max_turn)
+				max_turn = now - prev;
+		}
+		prev = now;
 		due = (uint64_t)((double)(now - t_start) * per_tick) + 1;
 		if (due > i1)
 			due = i1;
@@ -822,6 +866,8 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	}
 	pt->achieved = pt->secs > 0 ? (double)pt->sent / pt->secs : 0;
 	pt->cpu_bound = pt->cut;
+	pt->pub_preempted = preempted() - pre0;
+	pt->max_turn_ns = (uint64_t)tool_ns(clk, max_turn);
 
 	pub_end(p, pt);
 	if (flit_ctx_counters(p->ctx, &c1) == 0) {
@@ -832,7 +878,43 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	pt->pings_lost = s->pings_lost;
 	pt->pings_dup = s->pings_dup;
 	pt->bad = s->bad;
-	tool_stats_from_hist(s->hist, clk->tsc.ns_per_tick / 2, &pt->st);
+}
+
+/* Round r > 0 of a point: add it to the rounds before (acc), whose
+ * histogram the caller merges.  The rate is over all measured intervals. */
+static void point_add(struct point *acc, const struct point *pt)
+{
+	acc->secs += pt->secs;
+	acc->sent += pt->sent;
+	acc->achieved = acc->secs > 0 ? (double)acc->sent / acc->secs : 0;
+	acc->pings_sent += pt->pings_sent;
+	acc->pings_rx += pt->pings_rx;
+	acc->pings_lost += pt->pings_lost;
+	acc->pings_dup += pt->pings_dup;
+	acc->back_pressured += pt->back_pressured;
+	acc->batches += pt->batches;
+	acc->wakeups += pt->wakeups;
+	if (pt->max_backlog > acc->max_backlog)
+		acc->max_backlog = pt->max_backlog;
+	acc->cpu_bound |= pt->cpu_bound;
+	acc->cut |= pt->cut;
+	acc->rx_msgs += pt->rx_msgs;
+	acc->gaps += pt->gaps;
+	acc->dupes += pt->dupes;
+	acc->rx_bad += pt->rx_bad;
+	acc->reflected += pt->reflected;
+	acc->reply_bp += pt->reply_bp;
+	acc->loss += pt->loss;
+	acc->naks_sent += pt->naks_sent;
+	acc->retx_received += pt->retx_received;
+	acc->retransmissions += pt->retransmissions;
+	acc->naks_received += pt->naks_received;
+	acc->bad += pt->bad;
+	acc->pub_preempted += pt->pub_preempted;
+	acc->sub_preempted += pt->sub_preempted;
+	if (pt->max_turn_ns > acc->max_turn_ns)
+		acc->max_turn_ns = pt->max_turn_ns;
+	acc->rounds++;
 }
 
 /* ---- output ------------------------------------------------------------------------ */
@@ -973,7 +1055,7 @@ static void hist_print(FILE *f, const flit_hist *h, double scale)
 static const char csv_header[] =
 	"tool,transport,size,rate,msgs_per_sec,sent,count,pings_lost,min_ns,avg_ns,"
 	"p50_ns,p99_ns,p999_ns,max_ns,stddev_ns,cpu_bound,back_pressured,gaps,"
-	"dupes,batches,clock,mode\n";
+	"dupes,batches,clock,mode,rounds,pub_preempted,sub_preempted,max_turn_ns\n";
 
 static void csv_row(const struct options *o, const struct point *pt,
 		    const char *clock, const char *mode)
@@ -985,12 +1067,14 @@ static void csv_row(const struct options *o, const struct point *pt,
 		snprintf(lat, sizeof(lat), "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f", s->min,
 			 s->avg, s->p50, s->p99, s->p999, s->max, s->stddev);
 	printf("flit-load,%s,%zu,%.0f,%.1f,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,"
-	       "%s,\"%s\"\n", o->transport, pt->size, pt->rate, pt->achieved,
+	       "%s,\"%s\",%d,%llu,%llu,%llu\n", o->transport, pt->size, pt->rate, pt->achieved,
 	       (unsigned long long)pt->sent, (unsigned long long)s->n,
 	       (unsigned long long)pt->pings_lost, lat,
 	       pt->cpu_bound ? "true" : "false", (unsigned long long)pt->back_pressured,
 	       (unsigned long long)pt->gaps, (unsigned long long)pt->dupes,
-	       (unsigned long long)pt->batches, clock, mode);
+	       (unsigned long long)pt->batches, clock, mode, pt->rounds,
+	       (unsigned long long)pt->pub_preempted, (unsigned long long)pt->sub_preempted,
+	       (unsigned long long)pt->max_turn_ns);
 	fflush(stdout);
 }
 
@@ -1016,7 +1100,8 @@ static void json_row(const struct options *o, const struct point *pt,
 		"\"batches\":%llu,\"wakeups\":%llu,\"max_backlog\":%llu,\"gaps\":%llu,\"dupes\":%llu,"
 		"\"received\":%llu,\"reflected\":%llu,\"bad\":%llu,\"lost\":%llu,"
 		"\"reply_back_pressured\":%llu,\"duration\":%g,\"warmup\":%g,"
-		"\"ping_rate\":%g,\"max_batch\":%llu",
+		"\"ping_rate\":%g,\"max_batch\":%llu,\"rounds\":%d,\"pub_preempted\":%llu,"
+		"\"sub_preempted\":%llu,\"max_turn_ns\":%llu",
 		(unsigned long long)pt->sent, pt->secs,
 		(unsigned long long)pt->pings_sent, (unsigned long long)pt->pings_lost,
 		(unsigned long long)pt->pings_dup, pt->cpu_bound ? "true" : "false",
@@ -1026,7 +1111,9 @@ static void json_row(const struct options *o, const struct point *pt,
 		(unsigned long long)pt->reflected,
 		(unsigned long long)(pt->bad + pt->rx_bad), (unsigned long long)pt->loss,
 		(unsigned long long)pt->reply_bp, o->duration_s, o->warmup_s,
-		o->ping_rate, (unsigned long long)o->max_batch);
+		o->ping_rate, (unsigned long long)o->max_batch, pt->rounds,
+		(unsigned long long)pt->pub_preempted, (unsigned long long)pt->sub_preempted,
+		(unsigned long long)pt->max_turn_ns);
 	if (o->net)
 		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 			",\"naks_sent\":%llu,\"retx_received\":%llu,"
@@ -1048,7 +1135,57 @@ static void json_row(const struct options *o, const struct point *pt,
 	tool_json_print(stdout, &res);
 }
 
+/* After the table of a size: what the machine took from each row. */
+static void table_interference(const struct point *acc, int n)
+{
+	char r[32];
+
+	printf("# %12s %24s %22s\n", "Msgs/sec", "switched out: pub / sub",
+	       "longest pub turn (us)");
+	for (int i = 0; i < n; i++)
+		printf("# %12s %13llu / %-8llu %22.1f\n", commas(acc[i].rate, r, sizeof(r)),
+		       (unsigned long long)acc[i].pub_preempted,
+		       (unsigned long long)acc[i].sub_preempted, acc[i].max_turn_ns / 1e3);
+	fflush(stdout);
+}
+
 /* ---- the publisher's run --------------------------------------------------------------- */
+
+/* A row: `a` (the rounds of one point merged) and its histogram; a
+ * CPU-bound row ends the size's sweep, which `sustained` (the rate before)
+ * went to. */
+static void point_print(struct pub *p, struct point *a, const flit_hist *h,
+			const char *mode, const char *setup, double sustained)
+{
+	const struct options *o = p->o;
+	const struct tool_clock *clk = p->clk;
+	char r[32], ach[32];
+
+	tool_stats_from_hist(h, clk->tsc.ns_per_tick / 2, &a->st);
+	if (o->json)
+		json_row(o, a, clk->name, mode, setup);
+	else if (o->csv)
+		csv_row(o, a, clk->name, mode);
+	else
+		table_row(a);
+	if (o->hist)
+		hist_print(o->json || o->csv ? stderr : stdout, h, clk->tsc.ns_per_tick / 2);
+	if (!a->cpu_bound)
+		return;
+	if (o->json || o->csv) {
+		tool_warn("%zu bytes: CPU-bound at %s msgs/sec (achieved %.0f): the "
+			  "sweep of this size stops", a->size,
+			  short_rate(a->rate, r, sizeof(r)), a->achieved);
+		return;
+	}
+	if (sustained > 0)
+		printf("CPU-bound after %s msgs/sec", short_rate(sustained, r, sizeof(r)));
+	else
+		printf("CPU-bound below %s msgs/sec", short_rate(a->rate, r, sizeof(r)));
+	printf(" (offered %s, achieved %s%s)\n", short_rate(a->rate, r, sizeof(r)),
+	       short_rate(a->achieved, ach, sizeof(ach)),
+	       a->back_pressured ? ", the receiver back-pressured" : "");
+}
 
 static int run_pub(const struct options *o, const struct tool_clock *clk,
 		   const char *load_topic, const char *reply_topic, pid_t child)
@@ -1058,7 +1195,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
 		.st = { .clk = clk },
 	};
-	char err[768], mode[256], clkdesc[128], setup[512] = "", r[32];
+	char err[768], mode[256], clkdesc[128], setup[512] = "", rounds[48] = "";
 	size_t maxsize = 0;
 	FILE *hdr = o->json || o->csv ? stderr : stdout;
 	uint64_t bad = 0, lost = 0, gaps = 0, pbad = 0;
@@ -1073,6 +1210,9 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 	p.st.hist = flit_hist_new(10, tool_ticks(clk, 3600e9));
 	if (!p.st.fifo || !p.buf || !p.st.hist)
 		pub_fail(&p, "out of memory");
+	for (int i = 0; i < o->nrates; i++)
+		if (!(p.hists[i] = flit_hist_new(10, tool_ticks(clk, 3600e9))))
+			pub_fail(&p, "out of memory");
 	memset(p.buf, 0, maxsize);
 	p.rng = flit_tsc_ticks() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	if (!p.rng)
@@ -1096,9 +1236,11 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		setup[0] = '\0';
 
 	mode_str(o, mode, sizeof(mode));
+	if (o->rounds > 1)
+		snprintf(rounds, sizeof(rounds), ", %d rounds merged per row", o->rounds);
 	tool_header(hdr, "%s load with reflected pings, topic '%s', %s; publisher on "
-		    "CPU %d; %g s per point after %g s warm-up; clock %s", o->transport,
-		    load_topic, mode, o->cpus[0], o->duration_s, o->warmup_s,
+		    "CPU %d; %g s per point after %g s warm-up%s; clock %s", o->transport,
+		    load_topic, mode, o->cpus[0], o->duration_s, o->warmup_s, rounds,
 		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
 	if (setup[0] && strcmp(setup, o->transport))
 		tool_header(hdr, "%s", setup);
@@ -1106,50 +1248,40 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		fputs(csv_header, stdout);
 
 	for (int si = 0; si < o->nsizes; si++) {
-		double sustained = 0;
+		struct point acc[MAX_LIST];
+		int nr = o->nrates;     /* rates swept: to the first CPU-bound one */
 
 		if (!o->json && !o->csv)
 			table_group(o, o->sizes[si]);
-		for (int ri = 0; ri < o->nrates; ri++) {
-			struct point pt;
+		for (int round = 0; round < o->rounds; round++) {
+			bool last = round == o->rounds - 1;
 
-			run_point(&p, o->sizes[si], o->rates[ri], &pt);
-			if (o->json)
-				json_row(o, &pt, clk->name, mode, setup);
-			else if (o->csv)
-				csv_row(o, &pt, clk->name, mode);
-			else
-				table_row(&pt);
-			if (o->hist)
-				hist_print(hdr, p.st.hist, clk->tsc.ns_per_tick / 2);
-			bad += pt.bad + pt.rx_bad + pt.pings_dup;
-			lost += pt.pings_lost;
-			gaps += pt.gaps + pt.dupes;
-			pbad += pt.loss;
-			if (pt.cpu_bound) {
-				char a[32];
+			for (int ri = 0; ri < nr; ri++) {
+				struct point pt, *a = &acc[ri];
 
-				if (!o->json && !o->csv) {
-					if (sustained > 0)
-						printf("CPU-bound after %s msgs/sec",
-						       short_rate(sustained, r, sizeof(r)));
-					else
-						printf("CPU-bound below %s msgs/sec",
-						       short_rate(pt.rate, r, sizeof(r)));
-					printf(" (offered %s, achieved %s%s)\n",
-					       short_rate(pt.rate, r, sizeof(r)),
-					       short_rate(pt.achieved, a, sizeof(a)),
-					       pt.back_pressured ? ", the receiver back-pressured" : "");
+				run_point(&p, o->sizes[si], o->rates[ri], &pt);
+				bad += pt.bad + pt.rx_bad + pt.pings_dup;
+				lost += pt.pings_lost;
+				gaps += pt.gaps + pt.dupes;
+				pbad += pt.loss;
+				if (!round) {
+					*a = pt;
+					flit_hist_reset(p.hists[ri]);
 				} else {
-					tool_warn("%zu bytes: CPU-bound at %s msgs/sec (achieved "
-						  "%.0f): the sweep of this size stops",
-						  pt.size, short_rate(pt.rate, r, sizeof(r)),
-						  pt.achieved);
+					point_add(a, &pt);
 				}
-				break;
+				flit_hist_merge(p.hists[ri], p.st.hist);
+				if (last)
+					point_print(&p, a, p.hists[ri], mode, setup,
+						    ri ? o->rates[ri - 1] : 0);
+				if (a->cpu_bound) {
+					nr = ri + 1;
+					break;
+				}
 			}
-			sustained = pt.rate;
 		}
+		if (!o->json && !o->csv)
+			table_interference(acc, nr);
 	}
 
 	pub_send_ctl(&p, K_BYE, 0, "saying bye");
@@ -1179,6 +1311,8 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 				  tool_wstatus_str(status, why, sizeof(why)));
 	}
 	flit_hist_free(p.st.hist);
+	for (int i = 0; i < o->nrates; i++)
+		flit_hist_free(p.hists[i]);
 	free(p.st.fifo);
 	free(p.buf);
 
@@ -1257,7 +1391,7 @@ static int cmp_double(const void *a, const void *b)
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_SLEEP, OPT_NO_BATCH, OPT_CSV };
+	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_SLEEP, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "sizes",     required_argument, NULL, 's' },
@@ -1266,6 +1400,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "rate",      required_argument, NULL, 'r' },
 		{ "duration",  required_argument, NULL, 'd' },
 		{ "warmup",    required_argument, NULL, 'w' },
+		{ "rounds",    required_argument, NULL, OPT_ROUNDS },
 		{ "ping-rate", required_argument, NULL, 'P' },
 		{ "max-batch", required_argument, NULL, 'B' },
 		{ "sleep",     no_argument,       NULL, OPT_SLEEP },
@@ -1290,7 +1425,8 @@ static void parse(int argc, char **argv, struct options *o)
 
 	*o = (struct options){
 		.transport = "shm", .duration_s = 2, .warmup_s = 0.25, .ping_rate = 5000,
-		.timeout_s = 10, .max_batch = 256, .batch = true, .role = ROLE_BOTH,
+		.timeout_s = 10, .max_batch = 256, .rounds = 1, .batch = true,
+		.role = ROLE_BOTH,
 		.cpus = { 0, 1 }, .ncpus = 2,
 	};
 	o->nsizes = parse_list("size", "32 128 256 512 1024", o->sizes, false);
@@ -1303,6 +1439,9 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'r': o->nrates = parse_list("rate", optarg, o->rates, true); break;
 		case 'd': o->duration_s = tool_parse_seconds("duration", optarg, 0.01, 86400); break;
 		case 'w': o->warmup_s = tool_parse_seconds("warmup", optarg, 0, 3600); break;
+		case OPT_ROUNDS:
+			o->rounds = (int)tool_parse_count("rounds", optarg, 1, 1000);
+			break;
 		case 'P': o->ping_rate = parse_rate(optarg); break;
 		case 'B': o->max_batch = tool_parse_count("max-batch", optarg, 1, 1000000); break;
 		case OPT_SLEEP: o->sleep = true; break;
