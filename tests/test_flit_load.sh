@@ -16,6 +16,11 @@
 #    messages three times one point's, rounds = 3 in JSON), and a rate
 #    CPU-bound in the first round is run again in later rounds, where the
 #    sweep stops;
+#  - stalls: the forked subscriber stopped (SIGSTOP) for 0.3 s in the middle
+#    of a point: the pings that waited for it are counted as having met a
+#    stall (at least 200 of the 600 sent meanwhile: the ring may fill), and
+#    the statistics of the others stay below the stop; a 16-byte size has no room for the mark
+#    and reports none; --stall-us 0 turns the watch off;
 #  - --role sub and --role pub as two commands;
 #  - misuse exits 2 with the usage on stderr; a missing network namespace or
 #    a -C line the library rejects exits 1 naming it.
@@ -74,6 +79,8 @@ expect 2 --max-batch 0
 expect 2 --rounds 0
 expect 2 --rounds 1001
 expect 2 --rounds x
+expect 2 --stall-us -1
+expect 2 --stall-us x
 expect 2 -t tcp
 expect 2 --cpus 0,0
 expect 2 --role
@@ -175,9 +182,9 @@ if timeout 60 "$L" -s "32 256" -r "1G 50k" -d 0.5 -w 0.05 >"$tmp/table" 2>"$tmp/
     { fail "table: the 1 G rows marked CPU-bound"; ok=0; }
   [ "$(grep -c '^CPU-bound after 50 K msgs/sec' "$tmp/table")" -eq 2 ] ||
     { fail "table: no 'CPU-bound after 50 K msgs/sec' line per size"; ok=0; }
-  [ "$(grep -c '^# *Msgs/sec *switched out: pub / sub *longest pub turn (us)$' "$tmp/table")" -eq 2 ] ||
+  [ "$(grep -c '^# *Msgs/sec *switched out: pub / sub *longest pub turn (us) *met a stall > 50 us *Mean *99.9%$' "$tmp/table")" -eq 2 ] ||
     { fail "table: no interference lines under each size"; ok=0; }
-  [ "$(grep -Ec '^# +(50,000|1,000,000,000) +[0-9]+ / [0-9]+ +[0-9.]+$' "$tmp/table")" -eq 4 ] ||
+  [ "$(grep -Ec '^# +(50,000|1,000,000,000) +[0-9]+ / [0-9]+ +[0-9.]+ +[0-9]+ +([0-9.]+|-) +([0-9.]+|-)$' "$tmp/table")" -eq 4 ] ||
     { fail "table: an interference line per row"; ok=0; }
   [ "$ok" -eq 1 ] && echo "ok: sweep table"
 else
@@ -234,6 +241,51 @@ EOF
   grep -q 'CPU-bound at 1 G msgs/sec' "$tmp/rounds.err" || fail "--rounds --json: no CPU-bound warning"
 else
   fail "--rounds exited $?"; sed 's/^/    | /' "$tmp/rounds.err"
+fi
+
+# ---- stalls -------------------------------------------------------------------
+timeout 60 "$L" -s "16 32" -r 20k -d 1.5 -w 0.05 -P 2000 --json >"$tmp/stall" 2>"$tmp/stall.err" &
+bg=$!
+# the 32-byte point starts after the 16-byte one (~1.6 s)
+sleep 2.4
+# timeout -> flit-load (the publisher) -> flit-load (the forked subscriber)
+pub=$(pgrep -P "$bg" -x flit-load | head -1)
+sub=; [ -n "$pub" ] && sub=$(pgrep -P "$pub" -x flit-load | head -1)
+if [ -n "$sub" ]; then
+  kill -STOP "$sub"; sleep 0.3; kill -CONT "$sub"
+fi
+wait "$bg"; rc=$?
+if [ -z "$sub" ]; then
+  fail "stalls: no forked subscriber found under pid $bg"
+elif [ "$rc" -ne 0 ]; then
+  fail "stalls: flit-load exited $rc"; sed 's/^/    | /' "$tmp/stall.err"
+elif python3 - "$tmp/stall" <<'EOF'; then
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert [r["size"] for r in rows] == [16, 32], rows
+r16, r32 = rows
+assert "pings_stalled" not in r16 and "unstalled" not in r16, r16
+u = r32["unstalled"]
+print(f"  stalled {r32['pings_stalled']}, all: max {r32['max_ns']/1e6:.1f} ms, "
+      f"avg {r32['avg_ns']/1e3:.1f} us; unstalled: {u['count']}, max {u['max_ns']/1e3:.1f} us, "
+      f"avg {u['avg_ns']/1e3:.3f} us")
+# RTT/2: a ping that waited 0.3 s reads as >= 0.15 s
+assert r32["max_ns"] >= 100e6, r32["max_ns"]
+assert r32["pings_stalled"] >= 200, r32["pings_stalled"]       # 0.3 s x 2000/s sent
+assert u["count"] + r32["pings_stalled"] == r32["count"], (u, r32["count"])
+assert u["max_ns"] < 100e6, u
+assert u["avg_ns"] < r32["avg_ns"], (u, r32["avg_ns"])
+EOF
+  echo "ok: a stopped subscriber's pings are counted as stalled"
+else
+  fail "stalls"; sed 's/^/    | /' "$tmp/stall"
+fi
+bg=
+if timeout 60 "$L" -s 32 -r 20k -d 0.2 -w 0.05 --stall-us 0 --json >"$tmp/nostall" 2>/dev/null &&
+   python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); assert "unstalled" not in r and r["stall_us"] == 0, r' "$tmp/nostall"; then
+  echo "ok: --stall-us 0 watches no stall"
+else
+  fail "--stall-us 0"; sed 's/^/    | /' "$tmp/nostall"
 fi
 
 # ---- two commands: --role sub, --role pub --------------------------------------

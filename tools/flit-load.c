@@ -42,7 +42,14 @@
  * while it wanted to run (involuntary context switches, getrusage), and the
  * publisher its longest turn of the rate loop (which also shows a vCPU the
  * hypervisor held); both go with each row, so an average set by a stall
- * says so.
+ * says so.  Stalls (--stall-us, default 50): each side counts the turns of
+ * its loop that took longer (a preemption, a held vCPU: never a poll's own
+ * work, which is at most 256 messages); the subscriber writes its count
+ * into bytes 16..23 of each reflection; at each ping's send the publisher
+ * keeps its own count and the subscriber's last reflected one, and a ping
+ * whose reflection finds either moved "met a stall".  Each row also gives the statistics of the pings that met none:
+ * the transport's latency under that load without the machine's stalls
+ * (messages of 24 bytes or more).
  *
  * Payload: the first 8 bytes are kind (top byte: load, ping, hello, end,
  * bye) and the stream sequence number (56 bits, every message after the
@@ -88,6 +95,10 @@ static const char usage[] =
 "                         its rate's N points, so every rate meets the same\n"
 "                         share of the machine's stalls; the sweep stops at\n"
 "                         the first rate CPU-bound in any round\n"
+"      --stall-us US      a loop turn of either side longer than US is a\n"
+"                         stall (default 50; 0: not watched); each row says\n"
+"                         how many pings met one and the latency of the rest\n"
+"                         (messages of 24 bytes or more)\n"
 "  -P, --ping-rate N      pings per second (default 5000; at most one ping\n"
 "                         per message)\n"
 "  -B, --max-batch N      most messages sent per wake-up, 1 .. 1M (default 256)\n"
@@ -146,6 +157,8 @@ enum kind {
 
 /* Smallest message: kind + sequence, then the ping's send time. */
 #define MIN_SIZE 16
+/* A reflection carries the subscriber's stall count from here on. */
+#define STALL_OFF 16
 
 /* The subscriber's answer to K_END: word 0 echoes the end message. */
 enum {
@@ -180,6 +193,26 @@ static uint64_t preempted(void)
 	return getrusage(RUSAGE_THREAD, &ru) ? 0 : (uint64_t)ru.ru_nivcsw;
 }
 
+/* Loop turns longer than `limit` ticks: call once per turn (an unfenced
+ * clock read: a turn's length, not an order, is wanted). */
+struct stall_watch {
+	uint64_t limit;         /* 0: not watched */
+	uint64_t last;          /* the previous turn's clock */
+	uint64_t count;
+};
+
+static inline void stall_turn(struct stall_watch *w, const struct tool_clock *clk)
+{
+	uint64_t now;
+
+	if (!w->limit)
+		return;
+	now = clk->use_tsc ? flit_tsc_ticks() : flit_monotonic_raw_ns();
+	if (w->last && now - w->last > w->limit)
+		w->count++;
+	w->last = now;
+}
+
 /* ---- options ------------------------------------------------------------------ */
 
 #define MAX_LIST 16
@@ -206,7 +239,7 @@ struct options {
 	int nsizes;
 	double rates[MAX_LIST];
 	int nrates;
-	double duration_s, warmup_s, ping_rate, timeout_s;
+	double duration_s, warmup_s, ping_rate, timeout_s, stall_us;
 	uint64_t max_batch;
 	int rounds;
 	bool sleep, batch, json, csv, hist;
@@ -246,6 +279,9 @@ struct sub_state {
 	uint64_t msgs, gaps, dupes, bad, pings, lost, reply_bp;
 	bool bye;
 	struct tool_peer pub;   /* the load's source */
+	struct stall_watch stall;
+	uint8_t *rbuf;          /* a ping marked with the stall count */
+	size_t rbuf_len;
 	int err;                /* first reflection failure, -errno or status */
 	char errmsg[256];
 };
@@ -329,7 +365,26 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		return;
 	case K_PING:
 		s->pings++;
-		sub_reflect(s, m->data, m->len);
+		if (s->stall.limit && m->len >= STALL_OFF + 8) {
+			/* a stall inside this poll, before the ping, counts */
+			stall_turn(&s->stall, s->clk);
+			if (m->len > s->rbuf_len) {
+				uint8_t *b = realloc(s->rbuf, m->len);
+
+				if (!b) {
+					s->err = -ENOMEM;
+					snprintf(s->errmsg, sizeof(s->errmsg), "out of memory");
+					return;
+				}
+				s->rbuf = b;
+				s->rbuf_len = m->len;
+			}
+			memcpy(s->rbuf, m->data, m->len);
+			st64(s->rbuf + STALL_OFF, s->stall.count);
+			sub_reflect(s, s->rbuf, m->len);
+		} else {
+			sub_reflect(s, m->data, m->len);
+		}
 		return;
 	case K_END:
 		rep[REP_WORD0] = w;
@@ -363,7 +418,10 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 static int run_sub(const struct options *o, const struct tool_clock *clk,
 		   const char *load_topic, const char *reply_topic)
 {
-	struct sub_state s = { .clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9) };
+	struct sub_state s = {
+		.clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
+		.stall.limit = tool_ticks(clk, o->stall_us * 1e3),
+	};
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 	flit_ctx *ctx;
@@ -389,7 +447,10 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		tool_fail("subscribing to '%s': %s", load_topic, err);
 	}
 	while (!s.bye && !s.pub.gone && !s.err) {
-		int n = flit_ctx_poll(ctx, 0);
+		int n;
+
+		stall_turn(&s.stall, clk);
+		n = flit_ctx_poll(ctx, 0);
 
 		if (n < 0) {
 			snprintf(s.errmsg, sizeof(s.errmsg), "polling: %s", flit_errmsg());
@@ -418,6 +479,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 	flit_sub_close(sub);
 	flit_pub_close(s.reply);
 	flit_ctx_close(ctx);
+	free(s.rbuf);
 	if (s.err)
 		tool_fail("%s", s.errmsg);
 	if (!s.bye)
@@ -437,6 +499,8 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 struct ping_rec {
 	uint64_t seq;           /* stream sequence number */
 	uint64_t tsc;           /* send time, tool clock ticks */
+	uint64_t stalls;        /* the publisher's stall count then */
+	uint64_t sub_stalls;    /* the subscriber's, as last reflected then */
 	bool measured;          /* sent in the measured interval */
 };
 
@@ -444,6 +508,10 @@ struct ping_rec {
 struct pub_state {
 	const struct tool_clock *clk;
 	flit_hist *hist;        /* RTT of measured pings, ticks */
+	flit_hist *clean;       /* ... of those that met no stall */
+	struct stall_watch stall;       /* the publisher's loop */
+	uint64_t sub_stalls;    /* the subscriber's count in the last reflection */
+	uint64_t pings_stalled; /* measured pings that met a stall */
 	struct ping_rec *fifo;  /* pings sent, not yet reflected */
 	uint64_t head, tail;    /* fifo[head & (FIFO_CAP-1)] .. tail */
 	uint64_t pings_rx;      /* reflections matched */
@@ -497,9 +565,24 @@ static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 			if (r->tsc != tsc) {
 				s->bad++;
 			} else {
+				bool stalled = false;
+
+				if (s->stall.limit && m->len >= STALL_OFF + 8) {
+					uint64_t sub_st = ld64((const uint8_t *)m->data + STALL_OFF);
+
+					stall_turn(&s->stall, s->clk);
+					stalled = s->stall.count != r->stalls ||
+						  sub_st != r->sub_stalls;
+					s->sub_stalls = sub_st;
+				}
 				s->pings_rx++;
-				if (r->measured)
+				if (r->measured) {
 					flit_hist_record(s->hist, t1 - tsc);
+					if (stalled)
+						s->pings_stalled++;
+					else
+						flit_hist_record(s->clean, t1 - tsc);
+				}
 			}
 			s->head++;
 		} else {
@@ -547,8 +630,10 @@ struct point {
 	/* interference: involuntary context switches of each side, and the
 	 * publisher's longest turn of its rate loop */
 	uint64_t pub_preempted, sub_preempted, max_turn_ns;
+	uint64_t pings_stalled;         /* measured pings that met a stall */
 	int rounds;                     /* points merged into this one */
 	struct tool_stats st;
+	struct tool_stats clean;        /* the pings that met no stall */
 };
 
 /* The publisher's run: its objects, and the forked subscriber. */
@@ -567,6 +652,7 @@ struct pub {
 	struct pub_state st;
 	uint64_t prev_rep[REP_WORDS];   /* the previous end answer */
 	flit_hist *hists[MAX_LIST];     /* per rate of a size: its rounds merged */
+	flit_hist *cleans[MAX_LIST];    /* ... of the pings that met no stall */
 };
 
 static noreturn TOOL_FMT(2, 3) void pub_fail(struct pub *p, const char *fmt, ...)
@@ -607,6 +693,7 @@ static void pub_check(struct pub *p, uint64_t t0, const char *what)
 
 static void pub_poll(struct pub *p)
 {
+	stall_turn(&p->st.stall, p->clk);
 	if (flit_ctx_poll(p->ctx, 0) < 0)
 		pub_fail(p, "polling: %s", flit_errmsg());
 }
@@ -755,7 +842,8 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	pt->rate = rate;
 	pt->rounds = 1;
 	flit_hist_reset(s->hist);
-	s->pings_rx = s->pings_lost = s->pings_dup = s->bad = 0;
+	flit_hist_reset(s->clean);
+	s->pings_rx = s->pings_lost = s->pings_dup = s->bad = s->pings_stalled = 0;
 	tool_payload_fill(p->buf, size, 0);     /* the pattern after the header */
 	next_ping = ping_index(&p->rng, 0, every, 0);
 	if (flit_ctx_counters(p->ctx, &c0))
@@ -804,6 +892,8 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 
 				r->seq = p->seq & SEQ_MASK;
 				r->measured = sent >= i0;
+				r->stalls = s->stall.count;
+				r->sub_stalls = s->sub_stalls;
 				r->tsc = tool_now(clk);
 				st64(p->buf + 8, r->tsc);
 			}
@@ -878,6 +968,7 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	pt->pings_lost = s->pings_lost;
 	pt->pings_dup = s->pings_dup;
 	pt->bad = s->bad;
+	pt->pings_stalled = s->pings_stalled;
 }
 
 /* Round r > 0 of a point: add it to the rounds before (acc), whose
@@ -914,6 +1005,7 @@ static void point_add(struct point *acc, const struct point *pt)
 	acc->sub_preempted += pt->sub_preempted;
 	if (pt->max_turn_ns > acc->max_turn_ns)
 		acc->max_turn_ns = pt->max_turn_ns;
+	acc->pings_stalled += pt->pings_stalled;
 	acc->rounds++;
 }
 
@@ -1055,26 +1147,35 @@ static void hist_print(FILE *f, const flit_hist *h, double scale)
 static const char csv_header[] =
 	"tool,transport,size,rate,msgs_per_sec,sent,count,pings_lost,min_ns,avg_ns,"
 	"p50_ns,p99_ns,p999_ns,max_ns,stddev_ns,cpu_bound,back_pressured,gaps,"
-	"dupes,batches,clock,mode,rounds,pub_preempted,sub_preempted,max_turn_ns\n";
+	"dupes,batches,clock,mode,rounds,pub_preempted,sub_preempted,max_turn_ns,"
+	"pings_stalled,unstalled_avg_ns\n";
 
 static void csv_row(const struct options *o, const struct point *pt,
 		    const char *clock, const char *mode)
 {
 	const struct tool_stats *s = &pt->st;
 	char lat[160] = ",,,,,,";      /* no ping measured: empty fields */
+	char st[64] = ",";             /* no stall watch */
+
+	if (o->stall_us > 0 && pt->size >= STALL_OFF + 8)
+		snprintf(st, sizeof(st), "%llu,%s", (unsigned long long)pt->pings_stalled,
+			 pt->clean.n ? "" : "-");
+	if (o->stall_us > 0 && pt->size >= STALL_OFF + 8 && pt->clean.n)
+		snprintf(st, sizeof(st), "%llu,%.1f", (unsigned long long)pt->pings_stalled,
+			 pt->clean.avg);
 
 	if (s->n)
 		snprintf(lat, sizeof(lat), "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f", s->min,
 			 s->avg, s->p50, s->p99, s->p999, s->max, s->stddev);
 	printf("flit-load,%s,%zu,%.0f,%.1f,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,"
-	       "%s,\"%s\",%d,%llu,%llu,%llu\n", o->transport, pt->size, pt->rate, pt->achieved,
+	       "%s,\"%s\",%d,%llu,%llu,%llu,%s\n", o->transport, pt->size, pt->rate, pt->achieved,
 	       (unsigned long long)pt->sent, (unsigned long long)s->n,
 	       (unsigned long long)pt->pings_lost, lat,
 	       pt->cpu_bound ? "true" : "false", (unsigned long long)pt->back_pressured,
 	       (unsigned long long)pt->gaps, (unsigned long long)pt->dupes,
 	       (unsigned long long)pt->batches, clock, mode, pt->rounds,
 	       (unsigned long long)pt->pub_preempted, (unsigned long long)pt->sub_preempted,
-	       (unsigned long long)pt->max_turn_ns);
+	       (unsigned long long)pt->max_turn_ns, st);
 	fflush(stdout);
 }
 
@@ -1101,7 +1202,7 @@ static void json_row(const struct options *o, const struct point *pt,
 		"\"received\":%llu,\"reflected\":%llu,\"bad\":%llu,\"lost\":%llu,"
 		"\"reply_back_pressured\":%llu,\"duration\":%g,\"warmup\":%g,"
 		"\"ping_rate\":%g,\"max_batch\":%llu,\"rounds\":%d,\"pub_preempted\":%llu,"
-		"\"sub_preempted\":%llu,\"max_turn_ns\":%llu",
+		"\"sub_preempted\":%llu,\"max_turn_ns\":%llu,\"stall_us\":%g",
 		(unsigned long long)pt->sent, pt->secs,
 		(unsigned long long)pt->pings_sent, (unsigned long long)pt->pings_lost,
 		(unsigned long long)pt->pings_dup, pt->cpu_bound ? "true" : "false",
@@ -1113,7 +1214,14 @@ static void json_row(const struct options *o, const struct point *pt,
 		(unsigned long long)pt->reply_bp, o->duration_s, o->warmup_s,
 		o->ping_rate, (unsigned long long)o->max_batch, pt->rounds,
 		(unsigned long long)pt->pub_preempted, (unsigned long long)pt->sub_preempted,
-		(unsigned long long)pt->max_turn_ns);
+		(unsigned long long)pt->max_turn_ns, o->stall_us);
+	if (o->stall_us > 0 && pt->size >= STALL_OFF + 8)
+		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+			",\"pings_stalled\":%llu,\"unstalled\":{\"count\":%llu,"
+			"\"avg_ns\":%.1f,\"p50_ns\":%.1f,\"p999_ns\":%.1f,\"max_ns\":%.1f}",
+			(unsigned long long)pt->pings_stalled,
+			(unsigned long long)pt->clean.n, pt->clean.avg, pt->clean.p50,
+			pt->clean.p999, pt->clean.max);
 	if (o->net)
 		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 			",\"naks_sent\":%llu,\"retx_received\":%llu,"
@@ -1136,16 +1244,32 @@ static void json_row(const struct options *o, const struct point *pt,
 }
 
 /* After the table of a size: what the machine took from each row. */
-static void table_interference(const struct point *acc, int n)
+static void table_interference(const struct options *o, const struct point *acc, int n)
 {
-	char r[32];
+	bool watched = o->stall_us > 0 && acc[0].size >= STALL_OFF + 8;
+	char r[32], stall[32];
 
-	printf("# %12s %24s %22s\n", "Msgs/sec", "switched out: pub / sub",
+	snprintf(stall, sizeof(stall), "met a stall > %g us", o->stall_us);
+	printf("# %12s %24s %22s", "Msgs/sec", "switched out: pub / sub",
 	       "longest pub turn (us)");
-	for (int i = 0; i < n; i++)
-		printf("# %12s %13llu / %-8llu %22.1f\n", commas(acc[i].rate, r, sizeof(r)),
-		       (unsigned long long)acc[i].pub_preempted,
-		       (unsigned long long)acc[i].sub_preempted, acc[i].max_turn_ns / 1e3);
+	if (watched)
+		printf(" %22s %9s %9s", stall, "Mean", "99.9%");
+	printf("\n");
+	for (int i = 0; i < n; i++) {
+		const struct point *a = &acc[i];
+
+		printf("# %12s %13llu / %-8llu %22.1f", commas(a->rate, r, sizeof(r)),
+		       (unsigned long long)a->pub_preempted,
+		       (unsigned long long)a->sub_preempted, a->max_turn_ns / 1e3);
+		if (watched && a->clean.n)
+			printf(" %22llu %9.3f %9.3f", (unsigned long long)a->pings_stalled,
+			       a->clean.avg / 1e3, a->clean.p999 / 1e3);
+		else if (watched)
+			printf(" %22llu %9s %9s", (unsigned long long)a->pings_stalled, "-", "-");
+		printf("\n");
+	}
+	if (watched)
+		printf("# (Mean, 99.9%%: RTT/2 of the pings that met no stall)\n");
 	fflush(stdout);
 }
 
@@ -1154,14 +1278,16 @@ static void table_interference(const struct point *acc, int n)
 /* A row: `a` (the rounds of one point merged) and its histogram; a
  * CPU-bound row ends the size's sweep, which `sustained` (the rate before)
  * went to. */
-static void point_print(struct pub *p, struct point *a, const flit_hist *h,
+static void point_print(struct pub *p, struct point *a, int ri,
 			const char *mode, const char *setup, double sustained)
 {
 	const struct options *o = p->o;
 	const struct tool_clock *clk = p->clk;
+	const flit_hist *h = p->hists[ri];
 	char r[32], ach[32];
 
 	tool_stats_from_hist(h, clk->tsc.ns_per_tick / 2, &a->st);
+	tool_stats_from_hist(p->cleans[ri], clk->tsc.ns_per_tick / 2, &a->clean);
 	if (o->json)
 		json_row(o, a, clk->name, mode, setup);
 	else if (o->csv)
@@ -1210,9 +1336,14 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 	p.st.hist = flit_hist_new(10, tool_ticks(clk, 3600e9));
 	if (!p.st.fifo || !p.buf || !p.st.hist)
 		pub_fail(&p, "out of memory");
-	for (int i = 0; i < o->nrates; i++)
-		if (!(p.hists[i] = flit_hist_new(10, tool_ticks(clk, 3600e9))))
+	p.st.clean = flit_hist_new(10, tool_ticks(clk, 3600e9));
+	p.st.stall.limit = tool_ticks(clk, o->stall_us * 1e3);
+	for (int i = 0; i < o->nrates; i++) {
+		p.hists[i] = flit_hist_new(10, tool_ticks(clk, 3600e9));
+		p.cleans[i] = flit_hist_new(10, tool_ticks(clk, 3600e9));
+		if (!p.hists[i] || !p.cleans[i] || !p.st.clean)
 			pub_fail(&p, "out of memory");
+	}
 	memset(p.buf, 0, maxsize);
 	p.rng = flit_tsc_ticks() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	if (!p.rng)
@@ -1267,12 +1398,14 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 				if (!round) {
 					*a = pt;
 					flit_hist_reset(p.hists[ri]);
+					flit_hist_reset(p.cleans[ri]);
 				} else {
 					point_add(a, &pt);
 				}
 				flit_hist_merge(p.hists[ri], p.st.hist);
+				flit_hist_merge(p.cleans[ri], p.st.clean);
 				if (last)
-					point_print(&p, a, p.hists[ri], mode, setup,
+					point_print(&p, a, ri, mode, setup,
 						    ri ? o->rates[ri - 1] : 0);
 				if (a->cpu_bound) {
 					nr = ri + 1;
@@ -1281,7 +1414,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 			}
 		}
 		if (!o->json && !o->csv)
-			table_interference(acc, nr);
+			table_interference(o, acc, nr);
 	}
 
 	pub_send_ctl(&p, K_BYE, 0, "saying bye");
@@ -1311,8 +1444,11 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 				  tool_wstatus_str(status, why, sizeof(why)));
 	}
 	flit_hist_free(p.st.hist);
-	for (int i = 0; i < o->nrates; i++)
+	flit_hist_free(p.st.clean);
+	for (int i = 0; i < o->nrates; i++) {
 		flit_hist_free(p.hists[i]);
+		flit_hist_free(p.cleans[i]);
+	}
 	free(p.st.fifo);
 	free(p.buf);
 
@@ -1391,7 +1527,8 @@ static int cmp_double(const void *a, const void *b)
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_SLEEP, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS };
+	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_SLEEP, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS,
+	       OPT_STALL };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "sizes",     required_argument, NULL, 's' },
@@ -1401,6 +1538,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "duration",  required_argument, NULL, 'd' },
 		{ "warmup",    required_argument, NULL, 'w' },
 		{ "rounds",    required_argument, NULL, OPT_ROUNDS },
+		{ "stall-us",  required_argument, NULL, OPT_STALL },
 		{ "ping-rate", required_argument, NULL, 'P' },
 		{ "max-batch", required_argument, NULL, 'B' },
 		{ "sleep",     no_argument,       NULL, OPT_SLEEP },
@@ -1425,7 +1563,7 @@ static void parse(int argc, char **argv, struct options *o)
 
 	*o = (struct options){
 		.transport = "shm", .duration_s = 2, .warmup_s = 0.25, .ping_rate = 5000,
-		.timeout_s = 10, .max_batch = 256, .rounds = 1, .batch = true,
+		.timeout_s = 10, .max_batch = 256, .rounds = 1, .stall_us = 50, .batch = true,
 		.role = ROLE_BOTH,
 		.cpus = { 0, 1 }, .ncpus = 2,
 	};
@@ -1441,6 +1579,9 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'w': o->warmup_s = tool_parse_seconds("warmup", optarg, 0, 3600); break;
 		case OPT_ROUNDS:
 			o->rounds = (int)tool_parse_count("rounds", optarg, 1, 1000);
+			break;
+		case OPT_STALL:
+			o->stall_us = tool_parse_seconds("stall-us", optarg, 0, 1e6);
 			break;
 		case 'P': o->ping_rate = parse_rate(optarg); break;
 		case 'B': o->max_batch = tool_parse_count("max-batch", optarg, 1, 1000000); break;
