@@ -21,7 +21,9 @@
 #    stall (at least 200 of the 600 sent meanwhile: the ring may fill), and
 #    the statistics of the others stay below the stop; a 16-byte size has no room for the mark
 #    and reports none; --stall-us 0 turns the watch off;
-#  - --role sub and --role pub as two commands;
+#  - --role sub and --role pub as two commands; a subscriber that watches
+#    no stall (--stall-us 0) makes the publisher say that only its own
+#    stalls are counted;
 #  - misuse exits 2 with the usage on stderr; a missing network namespace or
 #    a -C line the library rejects exits 1 naming it.
 # Uses the binaries in $FLIT_TOOLS_DIR (set by tests/run-tests.sh).
@@ -81,6 +83,7 @@ expect 2 --rounds 1001
 expect 2 --rounds x
 expect 2 --stall-us -1
 expect 2 --stall-us x
+expect 2 --stall-us 0.5
 expect 2 -t tcp
 expect 2 --cpus 0,0
 expect 2 --role
@@ -246,8 +249,9 @@ fi
 # ---- stalls -------------------------------------------------------------------
 timeout 60 "$L" -s "16 32" -r 20k -d 1.5 -w 0.05 -P 2000 --json >"$tmp/stall" 2>"$tmp/stall.err" &
 bg=$!
-# the 32-byte point starts after the 16-byte one (~1.6 s)
-sleep 2.4
+# stop it 0.5 s into the 32-byte point: after the 16-byte row is out
+for _ in $(seq 100); do [ -s "$tmp/stall" ] && break; sleep 0.1; done
+sleep 0.5
 # timeout -> flit-load (the publisher) -> flit-load (the forked subscriber)
 pub=$(pgrep -P "$bg" -x flit-load | head -1)
 sub=; [ -n "$pub" ] && sub=$(pgrep -P "$pub" -x flit-load | head -1)
@@ -290,7 +294,7 @@ fi
 
 # ---- two commands: --role sub, --role pub --------------------------------------
 prefix="flit-test-load.$$"
-timeout 60 "$L" --role sub -p "$prefix" -c 0,1 -T 20 >"$tmp/sub.out" 2>"$tmp/sub.err" &
+timeout 60 "$L" --role sub -p "$prefix" -c 0,1 -T 20 --stall-us 0 >"$tmp/sub.out" 2>"$tmp/sub.err" &
 bg=$!
 if timeout 60 "$L" --role pub -p "$prefix" -c 0,1 -s 64 -r 20k -d 0.3 -w 0.05 --json \
     >"$tmp/pub.json" 2>"$tmp/pub.err"; then
@@ -299,6 +303,8 @@ import json, sys
 r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 assert len(r) == 1 and r[0]["count"] > 0 and r[0]["pings_lost"] == 0 and r[0]["size"] == 64, r
 EOF
+  grep -q "the subscriber watches no stall (--stall-us 0 there): only the publisher's stalls are counted" "$tmp/pub.err" ||
+    { fail "--role pub: no word of the subscriber's --stall-us 0"; sed 's/^/    | /' "$tmp/pub.err"; }
 else
   fail "--role pub exited $?"; sed 's/^/    | /' "$tmp/pub.err"
 fi

@@ -42,15 +42,21 @@
  * while it wanted to run (involuntary context switches, getrusage), and the
  * publisher its longest turn of the rate loop (which also shows a vCPU the
  * hypervisor held); both go with each row, so an average set by a stall
- * says so.  Stalls (--stall-us, default 50 on shm, 500 on the network
- * transports): each side counts the turns of its loop that took longer (a
- * preemption, a held vCPU: not a poll's own work, which is at most 256
- * messages); the subscriber writes its count
- * into bytes 16..23 of each reflection; at each ping's send the publisher
- * keeps its own count and the subscriber's last reflected one, and a ping
- * whose reflection finds either moved, or that was sent more than the
- * limit after it was due (in the catch-up after a stall, behind its
- * backlog), "met a stall".  Each row also gives the statistics of the pings that met none:
+ * says so (the publisher's count covers its point with the warm-up, the
+ * subscriber's the time from one end-of-point answer to the next).
+ *
+ * Stalls (--stall-us, default 50 on shm, 500 on the network transports):
+ * each side counts the turns of its loop that took longer (a preemption, a
+ * held vCPU: not a poll's own work, at most 256 messages; a publisher's
+ * turn also sends up to --max-batch messages, and its --sleep is not
+ * counted).  The subscriber writes its count into bytes 16..23 of each
+ * reflection (and tells its limit in its answer to hello, its count in
+ * every end-of-point answer).  At each ping's send the publisher keeps its
+ * own count and the subscriber's last reflected one.  A ping met a stall
+ * when its reflection finds either count moved, when it was due before the
+ * end of a stall of the publisher (the catch-up after it, behind its
+ * backlog), or when the subscriber's count moved between its reflection
+ * and the next (a stall while reflecting it).  Each row also gives the statistics of the pings that met none:
  * the transport's latency under that load without the machine's stalls
  * (messages of 24 bytes or more).
  *
@@ -163,12 +169,15 @@ enum kind {
 #define MIN_SIZE 16
 /* A reflection carries the subscriber's stall count from here on. */
 #define STALL_OFF 16
+/* The subscriber's answer to hello: its stall limit (ns), count, and
+ * preemptions, after the hello's first word. */
+enum { HELLO_WORD0, HELLO_LIMIT_NS, HELLO_STALLS, HELLO_PREEMPTED, HELLO_WORDS };
 
 /* The subscriber's answer to K_END: word 0 echoes the end message. */
 enum {
 	REP_WORD0, REP_POINT, REP_MSGS, REP_GAPS, REP_DUPES, REP_BAD, REP_PINGS,
 	REP_LOST, REP_REPLY_BP, REP_NAKS_SENT, REP_RETX_RECEIVED, REP_PREEMPTED,
-	REP_WORDS
+	REP_STALLS, REP_WORDS
 };
 
 static inline uint64_t ld64(const void *p)
@@ -201,8 +210,9 @@ static uint64_t preempted(void)
  * clock read: a turn's length, not an order, is wanted). */
 struct stall_watch {
 	uint64_t limit;         /* 0: not watched */
-	uint64_t last;          /* the previous turn's clock */
+	uint64_t last;          /* the previous turn's clock; 0: none yet */
 	uint64_t count;
+	uint64_t at;            /* when the last stall ended */
 };
 
 static inline void stall_turn(struct stall_watch *w, const struct tool_clock *clk)
@@ -212,8 +222,11 @@ static inline void stall_turn(struct stall_watch *w, const struct tool_clock *cl
 	if (!w->limit)
 		return;
 	now = clk->use_tsc ? flit_tsc_ticks() : flit_monotonic_raw_ns();
-	if (w->last && now - w->last > w->limit)
+	/* signed: an unfenced read may come before the last one */
+	if (w->last && (int64_t)(now - w->last) > (int64_t)w->limit) {
 		w->count++;
+		w->at = now;
+	}
 	w->last = now;
 }
 
@@ -347,7 +360,14 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	w = ld64(m->data);
 	seq = w & SEQ_MASK;
 	if (w >> KIND_SHIFT == K_HELLO) {
-		sub_reflect(s, m->data, m->len);
+		uint64_t hello[HELLO_WORDS] = {
+			[HELLO_WORD0] = w,
+			[HELLO_LIMIT_NS] = (uint64_t)tool_ns(s->clk, s->stall.limit),
+			[HELLO_STALLS] = s->stall.count,
+			[HELLO_PREEMPTED] = preempted(),
+		};
+
+		sub_reflect(s, hello, sizeof(hello));
 		return;
 	}
 	/* The stream: one compare per message. */
@@ -406,6 +426,7 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		rep[REP_NAKS_SENT] = ctr.naks_sent;
 		rep[REP_RETX_RECEIVED] = ctr.retx_received;
 		rep[REP_PREEMPTED] = preempted();
+		rep[REP_STALLS] = s->stall.count;
 		sub_reflect(s, rep, sizeof(rep));
 		return;
 	case K_BYE:
@@ -426,6 +447,9 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		.clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
 		.stall.limit = tool_ticks(clk, o->stall_us * 1e3),
 	};
+
+	if (o->stall_us > 0 && !s.stall.limit)
+		s.stall.limit = 1;
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 	flit_ctx *ctx;
@@ -516,7 +540,14 @@ struct pub_state {
 	flit_hist *clean;       /* ... of those that met no stall */
 	struct stall_watch stall;       /* the publisher's loop */
 	uint64_t sub_stalls;    /* the subscriber's count in the last reflection */
+	bool sub_watch;         /* the subscriber counts its stalls */
+	uint64_t sub_limit_ns;  /* ... with this limit (its hello answer) */
+	uint64_t sub_preempted; /* its preemptions then */
 	uint64_t pings_stalled; /* measured pings that met a stall */
+	struct {                /* the last reflection, its verdict pending */
+		bool valid, measured, stalled;
+		uint64_t rtt, sub_stalls;
+	} pend;
 	struct ping_rec *fifo;  /* pings sent, not yet reflected */
 	uint64_t head, tail;    /* fifo[head & (FIFO_CAP-1)] .. tail */
 	uint64_t pings_rx;      /* reflections matched */
@@ -530,6 +561,21 @@ struct pub_state {
 	uint64_t rep[REP_WORDS];
 	struct tool_peer peer;  /* the reflections' source */
 };
+
+/* The pending reflection's verdict, now that the subscriber's count after
+ * it is known (`sub_now`): moved means a stall while it was reflected. */
+static void pend_settle(struct pub_state *s, uint64_t sub_now)
+{
+	if (!s->pend.valid)
+		return;
+	s->pend.valid = false;
+	if (!s->pend.measured)
+		return;
+	if (s->pend.stalled || (s->sub_watch && sub_now != s->pend.sub_stalls))
+		s->pings_stalled++;
+	else
+		flit_hist_record(s->clean, s->pend.rtt);
+}
 
 static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 {
@@ -570,23 +616,22 @@ static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 			if (r->tsc != tsc) {
 				s->bad++;
 			} else {
-				bool stalled = false;
-
+				s->pings_rx++;
+				if (r->measured)
+					flit_hist_record(s->hist, t1 - tsc);
 				if (s->stall.limit && m->len >= STALL_OFF + 8) {
-					uint64_t sub_st = ld64((const uint8_t *)m->data + STALL_OFF);
+					uint64_t sub_st = s->sub_watch ?
+						ld64((const uint8_t *)m->data + STALL_OFF) : 0;
 
 					stall_turn(&s->stall, s->clk);
-					stalled = r->late || s->stall.count != r->stalls ||
-						  sub_st != r->sub_stalls;
+					pend_settle(s, sub_st);
+					s->pend.valid = true;
+					s->pend.measured = r->measured;
+					s->pend.rtt = t1 - tsc;
+					s->pend.sub_stalls = sub_st;
+					s->pend.stalled = r->late || s->stall.count != r->stalls ||
+							  sub_st != r->sub_stalls;
 					s->sub_stalls = sub_st;
-				}
-				s->pings_rx++;
-				if (r->measured) {
-					flit_hist_record(s->hist, t1 - tsc);
-					if (stalled)
-						s->pings_stalled++;
-					else
-						flit_hist_record(s->clean, t1 - tsc);
 				}
 			}
 			s->head++;
@@ -595,6 +640,14 @@ static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		}
 		return;
 	case K_HELLO:
+		if (m->len >= sizeof(uint64_t) * HELLO_WORDS) {
+			const uint8_t *d = m->data;
+
+			s->sub_limit_ns = ld64(d + 8 * HELLO_LIMIT_NS);
+			s->sub_preempted = ld64(d + 8 * HELLO_PREEMPTED);
+			if (!s->hello_seen)
+				s->sub_stalls = ld64(d + 8 * HELLO_STALLS);
+		}
 		s->hello_seen = true;
 		return;
 	case K_END:
@@ -782,6 +835,9 @@ static void pub_end(struct pub *p, struct point *pt)
 	}
 	p->st.pings_lost += p->st.tail - p->st.head;
 	p->st.head = p->st.tail;
+	if (p->st.sub_watch)
+		p->st.sub_stalls = r[REP_STALLS];
+	pend_settle(&p->st, p->st.sub_stalls);
 	pt->rx_msgs = r[REP_MSGS] - q[REP_MSGS];
 	pt->gaps = r[REP_GAPS] - q[REP_GAPS];
 	pt->dupes = r[REP_DUPES] - q[REP_DUPES];
@@ -849,6 +905,7 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 	flit_hist_reset(s->hist);
 	flit_hist_reset(s->clean);
 	s->pings_rx = s->pings_lost = s->pings_dup = s->bad = s->pings_stalled = 0;
+	s->stall.last = 0;      /* the time between points is no stall */
 	tool_payload_fill(p->buf, size, 0);     /* the pattern after the header */
 	next_ping = ping_index(&p->rng, 0, every, 0);
 	if (flit_ctx_counters(p->ctx, &c0))
@@ -900,10 +957,10 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 				r->stalls = s->stall.count;
 				r->sub_stalls = s->sub_stalls;
 				r->tsc = tool_now(clk);
-				/* message `sent` was due at sent / rate: one sent a
-				 * stall late queues behind the stall's backlog */
-				r->late = s->stall.limit && r->tsc > t_start +
-					  (uint64_t)((double)sent / per_tick) + s->stall.limit;
+				/* message `sent` was due at sent / rate: one due
+				 * before a stall ended queues behind its backlog */
+				r->late = s->stall.limit && s->stall.at > t_start +
+					  (uint64_t)((double)sent / per_tick);
 				st64(p->buf + 8, r->tsc);
 			}
 			rc = flit_pub_send(p->pub, p->buf, size);
@@ -950,8 +1007,12 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 				uint64_t at = t_start + (uint64_t)((double)sent / per_tick);
 
 				now = tool_now(clk);
-				if (at > now)
+				if (at > now) {
 					tool_sleep_us((unsigned)(tool_ns(clk, at - now) / 1000) + 1);
+					/* asked for: neither a stall nor a turn */
+					s->stall.last = 0;
+					prev = tool_now(clk);
+				}
 			}
 		}
 	}
@@ -1153,6 +1214,12 @@ static void hist_print(FILE *f, const flit_hist *h, double scale)
 	fflush(f);
 }
 
+/* Pings of this size carry the subscriber's stall count. */
+static bool stalls_watched(const struct options *o, size_t size)
+{
+	return o->stall_us > 0 && size >= STALL_OFF + 8;
+}
+
 static const char csv_header[] =
 	"tool,transport,size,rate,msgs_per_sec,sent,count,pings_lost,min_ns,avg_ns,"
 	"p50_ns,p99_ns,p999_ns,max_ns,stddev_ns,cpu_bound,back_pressured,gaps,"
@@ -1164,14 +1231,11 @@ static void csv_row(const struct options *o, const struct point *pt,
 {
 	const struct tool_stats *s = &pt->st;
 	char lat[160] = ",,,,,,";      /* no ping measured: empty fields */
-	char st[64] = ",";             /* no stall watch */
+	char st[64] = ",";             /* no stall watch: empty fields */
 
-	if (o->stall_us > 0 && pt->size >= STALL_OFF + 8)
-		snprintf(st, sizeof(st), "%llu,%s", (unsigned long long)pt->pings_stalled,
-			 pt->clean.n ? "" : "-");
-	if (o->stall_us > 0 && pt->size >= STALL_OFF + 8 && pt->clean.n)
-		snprintf(st, sizeof(st), "%llu,%.1f", (unsigned long long)pt->pings_stalled,
-			 pt->clean.avg);
+	if (stalls_watched(o, pt->size))
+		snprintf(st, sizeof(st), pt->clean.n ? "%llu,%.1f" : "%llu,",
+			 (unsigned long long)pt->pings_stalled, pt->clean.avg);
 
 	if (s->n)
 		snprintf(lat, sizeof(lat), "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f", s->min,
@@ -1224,13 +1288,17 @@ static void json_row(const struct options *o, const struct point *pt,
 		o->ping_rate, (unsigned long long)o->max_batch, pt->rounds,
 		(unsigned long long)pt->pub_preempted, (unsigned long long)pt->sub_preempted,
 		(unsigned long long)pt->max_turn_ns, o->stall_us);
-	if (o->stall_us > 0 && pt->size >= STALL_OFF + 8)
+	if (stalls_watched(o, pt->size) && pt->clean.n)
 		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 			",\"pings_stalled\":%llu,\"unstalled\":{\"count\":%llu,"
 			"\"avg_ns\":%.1f,\"p50_ns\":%.1f,\"p999_ns\":%.1f,\"max_ns\":%.1f}",
 			(unsigned long long)pt->pings_stalled,
 			(unsigned long long)pt->clean.n, pt->clean.avg, pt->clean.p50,
 			pt->clean.p999, pt->clean.max);
+	else if (stalls_watched(o, pt->size))
+		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+			",\"pings_stalled\":%llu,\"unstalled\":{\"count\":0}",
+			(unsigned long long)pt->pings_stalled);
 	if (o->net)
 		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 			",\"naks_sent\":%llu,\"retx_received\":%llu,"
@@ -1255,7 +1323,7 @@ static void json_row(const struct options *o, const struct point *pt,
 /* After the table of a size: what the machine took from each row. */
 static void table_interference(const struct options *o, const struct point *acc, int n)
 {
-	bool watched = o->stall_us > 0 && acc[0].size >= STALL_OFF + 8;
+	bool watched = stalls_watched(o, acc[0].size);
 	char r[32], stall[32];
 
 	snprintf(stall, sizeof(stall), "met a stall > %g us", o->stall_us);
@@ -1346,11 +1414,15 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 	if (!p.st.fifo || !p.buf || !p.st.hist)
 		pub_fail(&p, "out of memory");
 	p.st.clean = flit_hist_new(10, tool_ticks(clk, 3600e9));
+	if (!p.st.clean)
+		pub_fail(&p, "out of memory");
 	p.st.stall.limit = tool_ticks(clk, o->stall_us * 1e3);
+	if (o->stall_us > 0 && !p.st.stall.limit)
+		p.st.stall.limit = 1;
 	for (int i = 0; i < o->nrates; i++) {
 		p.hists[i] = flit_hist_new(10, tool_ticks(clk, 3600e9));
 		p.cleans[i] = flit_hist_new(10, tool_ticks(clk, 3600e9));
-		if (!p.hists[i] || !p.cleans[i] || !p.st.clean)
+		if (!p.hists[i] || !p.cleans[i])
 			pub_fail(&p, "out of memory");
 	}
 	memset(p.buf, 0, maxsize);
@@ -1372,6 +1444,17 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		pub_fail(&p, "size %zu is larger than the %s source's largest message "
 			 "(%zu bytes)", maxsize, o->transport, flit_pub_max_msg(p.pub));
 	pub_hello(&p);
+	/* the subscriber's counters from here on; does it watch its stalls? */
+	p.prev_rep[REP_PREEMPTED] = p.st.sub_preempted;
+	p.prev_rep[REP_STALLS] = p.st.sub_stalls;
+	p.st.sub_watch = p.st.stall.limit && p.st.sub_limit_ns;
+	if (p.st.stall.limit && !p.st.sub_limit_ns)
+		tool_warn("the subscriber watches no stall (--stall-us 0 there): only the "
+			  "publisher's stalls are counted");
+	else if (p.st.stall.limit && llabs((long long)p.st.sub_limit_ns -
+					   (long long)(o->stall_us * 1e3)) > 1000)
+		tool_warn("the subscriber's stall limit is %g us, the publisher's %g us",
+			  p.st.sub_limit_ns / 1e3, o->stall_us);
 	if (flit_ctx_describe(p.ctx, o->transport, setup, sizeof(setup)) < 0)
 		setup[0] = '\0';
 
@@ -1591,6 +1674,8 @@ static void parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_STALL:
 			o->stall_us = tool_parse_seconds("stall-us", optarg, 0, 1e6);
+			if (o->stall_us > 0 && o->stall_us < 1)
+				tool_usage_exit("bad stall-us '%s': 0 (off) or 1 .. 1000000", optarg);
 			break;
 		case 'P': o->ping_rate = parse_rate(optarg); break;
 		case 'B': o->max_batch = tool_parse_count("max-batch", optarg, 1, 1000000); break;
