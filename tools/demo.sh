@@ -244,11 +244,16 @@ for r in rows:
         size = r["size"]
         print(f"\n  {r['transport']}, {size}-byte messages; RTT/2 in microseconds (clock {r.get('clock')})")
         print(f"  {'Msgs/sec':>10} {'Min':>10} {'Mean':>10} {'Median':>10} {'99.9%':>10} {'Max':>10} "
-              f"{'StdDev':>10} {'achieved':>11} {'pings':>6} {'lost':>5}")
+              f"{'StdDev':>10} {'achieved':>11} {'pings':>6} {'lost':>5} {'stalled':>7} {'Mean*':>8}")
+    u = r.get("unstalled", {})
     print(f"  {r['rate']:10,.0f} " + " ".join(us(r, k) for k in
           ("min_ns", "avg_ns", "p50_ns", "p999_ns", "max_ns", "stddev_ns")) +
           f" {r['msgs_per_sec']:11,.0f} {r.get('count', 0):6} {r.get('pings_lost', 0):5}" +
+          f" {r.get('pings_stalled', '-'):>7}" +
+          (f" {u['avg_ns'] / 1000:8.3f}" if "avg_ns" in u else f" {'-':>8}") +
           ("  CPU-bound" if r.get("cpu_bound") else ""))
+print("\n  stalled: pings that met a stall of either side (a loop turn over 50 us: this VM's"
+      "\n  kernel threads, its host); Mean*: the mean RTT/2 of the others (flit-load(1))")
 EOF2
     grep -h "CPU-bound after" "$out/load.err" | sed 's/^/  /'
   else
