@@ -56,9 +56,9 @@
  * when its reflection finds either count moved, when it was due before the
  * end of a stall of the publisher (the catch-up after it, behind its
  * backlog), or when the subscriber's count moved between its reflection
- * and the next (a stall while reflecting it).  Each row also gives the statistics of the pings that met none:
- * the transport's latency under that load without the machine's stalls
- * (messages of 24 bytes or more).
+ * and the next (a stall while reflecting it).  Each row also gives the
+ * statistics of the pings that met none: the transport's latency under
+ * that load without the machine's stalls (messages of 24 bytes or more).
  *
  * Payload: the first 8 bytes are kind (top byte: load, ping, hello, end,
  * bye) and the stream sequence number (56 bits, every message after the
@@ -167,8 +167,10 @@ enum kind {
 
 /* Smallest message: kind + sequence, then the ping's send time. */
 #define MIN_SIZE 16
-/* A reflection carries the subscriber's stall count from here on. */
+/* A reflection carries the subscriber's stall count from here on, so a
+ * message needs STALL_MIN bytes to carry it. */
 #define STALL_OFF 16
+#define STALL_MIN (STALL_OFF + 8)
 /* The subscriber's answer to hello: its stall limit (ns), count, and
  * preemptions, after the hello's first word. */
 enum { HELLO_WORD0, HELLO_LIMIT_NS, HELLO_STALLS, HELLO_PREEMPTED, HELLO_WORDS };
@@ -268,6 +270,13 @@ struct options {
 	const char *netns, *peer_netns;
 	bool net;                       /* a network transport (not shm) */
 };
+
+/* --stall-us in ticks (0: not watched; parse() takes 0 or 1 us and more,
+ * never less than a tick). */
+static uint64_t stall_limit(const struct options *o, const struct tool_clock *clk)
+{
+	return tool_ticks(clk, o->stall_us * 1e3);
+}
 
 /* A source: shm paced (lossless: a lost ping means a bug), batched or not. */
 static flit_pub *open_pub(flit_ctx *ctx, const struct options *o,
@@ -389,7 +398,7 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		return;
 	case K_PING:
 		s->pings++;
-		if (s->stall.limit && m->len >= STALL_OFF + 8) {
+		if (s->stall.limit && m->len >= STALL_MIN) {
 			/* a stall inside this poll, before the ping, counts */
 			stall_turn(&s->stall, s->clk);
 			if (m->len > s->rbuf_len) {
@@ -445,11 +454,8 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 {
 	struct sub_state s = {
 		.clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
-		.stall.limit = tool_ticks(clk, o->stall_us * 1e3),
+		.stall.limit = stall_limit(o, clk),
 	};
-
-	if (o->stall_us > 0 && !s.stall.limit)
-		s.stall.limit = 1;
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 	flit_ctx *ctx;
@@ -532,6 +538,13 @@ struct ping_rec {
 	bool measured;          /* sent in the measured interval */
 	bool late;              /* sent more than a stall after it was due */
 };
+
+/* RTT in ticks, to 1/1024, up to an hour: one geometry for every histogram
+ * of the run (flit_hist_merge needs it). */
+static flit_hist *rtt_hist_new(const struct tool_clock *clk)
+{
+	return flit_hist_new(10, tool_ticks(clk, 3600e9));
+}
 
 /* The publisher's view of the replies (callback argument). */
 struct pub_state {
@@ -619,7 +632,7 @@ static void pub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 				s->pings_rx++;
 				if (r->measured)
 					flit_hist_record(s->hist, t1 - tsc);
-				if (s->stall.limit && m->len >= STALL_OFF + 8) {
+				if (s->stall.limit && m->len >= STALL_MIN) {
 					uint64_t sub_st = s->sub_watch ?
 						ld64((const uint8_t *)m->data + STALL_OFF) : 0;
 
@@ -880,6 +893,12 @@ static inline uint64_t ping_index(uint64_t *rng, uint64_t k, double every,
 	return i > min ? i : min;
 }
 
+/* When message i of a point is due: i / rate after its start. */
+static inline uint64_t due_at(uint64_t t_start, double per_tick, uint64_t i)
+{
+	return t_start + (uint64_t)((double)i / per_tick);
+}
+
 /* One point: the rate loop, then the end-of-point exchange. */
 static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 {
@@ -912,8 +931,8 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 		memset(&c0, 0, sizeof(c0));
 
 	t_start = tool_now(clk);
-	t_m0 = t_start + (uint64_t)((double)i0 / per_tick);
-	t_end = t_start + (uint64_t)((double)i1 / per_tick);   /* the last one is due */
+	t_m0 = due_at(t_start, per_tick, i0);
+	t_end = due_at(t_start, per_tick, i1);  /* the last one is due */
 	t_behind = tool_ticks(clk, behind_s * 1e9);
 	t_done = t_caught = t_stall = prev = t_start;
 	pre0 = preempted();
@@ -957,10 +976,10 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 				r->stalls = s->stall.count;
 				r->sub_stalls = s->sub_stalls;
 				r->tsc = tool_now(clk);
-				/* message `sent` was due at sent / rate: one due
-				 * before a stall ended queues behind its backlog */
-				r->late = s->stall.limit && s->stall.at > t_start +
-					  (uint64_t)((double)sent / per_tick);
+				/* one due before a stall ended queues behind its
+				 * backlog */
+				r->late = s->stall.limit &&
+					  s->stall.at > due_at(t_start, per_tick, sent);
 				st64(p->buf + 8, r->tsc);
 			}
 			rc = flit_pub_send(p->pub, p->buf, size);
@@ -1003,8 +1022,7 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 				if ((++spins & CHECK_EVERY) == 0)
 					pub_check(p, t_stall, "sending (back-pressured)");
 			} else if (o->sleep) {
-				/* message `sent` is due at sent / rate */
-				uint64_t at = t_start + (uint64_t)((double)sent / per_tick);
+				uint64_t at = due_at(t_start, per_tick, sent);
 
 				now = tool_now(clk);
 				if (at > now) {
@@ -1217,7 +1235,7 @@ static void hist_print(FILE *f, const flit_hist *h, double scale)
 /* Pings of this size carry the subscriber's stall count. */
 static bool stalls_watched(const struct options *o, size_t size)
 {
-	return o->stall_us > 0 && size >= STALL_OFF + 8;
+	return o->stall_us > 0 && size >= STALL_MIN;
 }
 
 static const char csv_header[] =
@@ -1409,19 +1427,14 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		maxsize = o->sizes[i] > maxsize ? o->sizes[i] : maxsize;
 	p.st.fifo = calloc(FIFO_CAP, sizeof(*p.st.fifo));
 	p.buf = aligned_alloc(64, (maxsize + 63) & ~(size_t)63);
-	/* RTT in ticks, to 1/1024, up to an hour */
-	p.st.hist = flit_hist_new(10, tool_ticks(clk, 3600e9));
-	if (!p.st.fifo || !p.buf || !p.st.hist)
+	p.st.hist = rtt_hist_new(clk);
+	p.st.clean = rtt_hist_new(clk);
+	if (!p.st.fifo || !p.buf || !p.st.hist || !p.st.clean)
 		pub_fail(&p, "out of memory");
-	p.st.clean = flit_hist_new(10, tool_ticks(clk, 3600e9));
-	if (!p.st.clean)
-		pub_fail(&p, "out of memory");
-	p.st.stall.limit = tool_ticks(clk, o->stall_us * 1e3);
-	if (o->stall_us > 0 && !p.st.stall.limit)
-		p.st.stall.limit = 1;
+	p.st.stall.limit = stall_limit(o, clk);
 	for (int i = 0; i < o->nrates; i++) {
-		p.hists[i] = flit_hist_new(10, tool_ticks(clk, 3600e9));
-		p.cleans[i] = flit_hist_new(10, tool_ticks(clk, 3600e9));
+		p.hists[i] = rtt_hist_new(clk);
+		p.cleans[i] = rtt_hist_new(clk);
 		if (!p.hists[i] || !p.cleans[i])
 			pub_fail(&p, "out of memory");
 	}
