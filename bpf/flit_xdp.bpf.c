@@ -251,6 +251,13 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 	/* The datagram must lie inside the packet and the IPv4 packet; bytes
 	 * past it (Ethernet padding) are not part of the frame. */
 	ulen = bpf_ntohs(udp->len);
+	/* Verifiers before Linux 6.16 track no range through a byte swap: to
+	 * 6.1 and 6.12 ulen is unbounded after it, and pointer arithmetic with
+	 * it is refused ("math between pkt pointer and register with unbounded
+	 * min value").  The mask gives them the 16 bits; the barrier keeps
+	 * clang from dropping it, which it may, knowing what a bswap16 yields. */
+	barrier_var(ulen);
+	ulen &= 0xffff;
 	if (ulen < sizeof(*udp) || data + l2 + hlen + ulen > data_end ||
 	    hlen + ulen > bpf_ntohs(ip->tot_len))
 		return FLIT_XDP_MALFORMED;
