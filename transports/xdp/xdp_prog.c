@@ -41,6 +41,7 @@
 #include <xdp/libxdp.h>
 
 #include "error.h"
+#include "xdp/verifier_log.h"
 #include "xdp/xdp_prog.h"
 #include "flit_xdp.skel.h"
 
@@ -81,10 +82,16 @@ struct flit_xdp_owner {
 static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
 static libbpf_print_fn_t saved_bpf_print;
 static libxdp_print_fn_t saved_xdp_print;
-/* last warning of libbpf/libxdp and last verifier line, for error trails
- * (written under quiet_lock) */
+/* last warning of libbpf/libxdp and the verifier's reason from the last
+ * load log, for error trails (written under quiet_lock) */
 static char last_warn[256];
-static char last_verifier[256];
+static char last_verifier[FLIT_VLOG_REASON_MAX + 1];
+/* A load log printed in several calls (libbpf 0.x: marker, log, marker),
+ * joined until its end marker; libbpf 1.x prints it in one.  Its tail only,
+ * past VLOG_KEEP bytes: the reason is at the end. */
+#define VLOG_KEEP (256u << 10)
+static char *vlog;
+static size_t vlog_len;
 
 static void first_line(char *dst, size_t len, const char *src)
 {
@@ -96,27 +103,74 @@ static void first_line(char *dst, size_t len, const char *src)
 	dst[n] = '\0';
 }
 
-/* The verifier's verdict is the last line of libbpf's load log. */
-static void keep_verifier_tail(const char *msg)
+static bool log_begins(const char *msg)
 {
-	const char *beg = strstr(msg, "-- BEGIN PROG LOAD LOG --");
-	const char *end = strstr(msg, "-- END PROG LOAD LOG --");
-	const char *p, *line = NULL;
+	return strstr(msg, "-- BEGIN PROG LOAD LOG --") || strstr(msg, "-- BEGIN DUMP LOG ---");
+}
 
-	if (!beg || !end || end <= beg)
+static bool log_ends(const char *msg)
+{
+	return strstr(msg, "-- END PROG LOAD LOG --") || strstr(msg, "-- END LOG --");
+}
+
+static void vlog_drop(void)
+{
+	free(vlog);
+	vlog = NULL;
+	vlog_len = 0;
+}
+
+/* The verifier's reason from a joined log; a log still open has lost its
+ * end (flit_vlog_reason() says so). */
+static void vlog_parse(void)
+{
+	if (vlog) {
+		flit_vlog_reason(vlog, last_verifier, sizeof(last_verifier));
+		vlog_drop();
+	}
+}
+
+static void vlog_add(const char *msg, size_t n)
+{
+	char *b = realloc(vlog, vlog_len + n + 2);
+
+	if (!b)
 		return;
-	/* last non-empty line strictly between the markers */
-	for (p = strchr(beg, '\n'); p && p + 1 < end; p = strchr(p + 1, '\n')) {
-		if (p[1] != '\n' && p + 1 < end)
-			line = p + 1;
+	vlog = b;
+	memcpy(vlog + vlog_len, msg, n);
+	vlog_len += n;
+	vlog[vlog_len++] = '\n';
+	vlog[vlog_len] = '\0';
+	if (vlog_len > VLOG_KEEP) {
+		/* the begin marker's line, then the tail */
+		size_t head = strcspn(vlog, "\n") + 1, tail = VLOG_KEEP / 2;
+
+		memmove(vlog + head, vlog + vlog_len - tail, tail + 1);
+		vlog_len = head + tail;
 	}
-	if (line && line < end) {
-		size_t n = strcspn(line, "\n");
-		if (n >= sizeof(last_verifier))
-			n = sizeof(last_verifier) - 1;
-		memcpy(last_verifier, line, n);
-		last_verifier[n] = '\0';
+}
+
+/* A warning that holds (part of) a program load log: the verifier's
+ * reason goes to last_verifier (verifier_log.h).  Returns whether msg was
+ * part of a log. */
+static bool keep_verifier_reason(const char *msg)
+{
+	bool begins = log_begins(msg), ends = log_ends(msg);
+
+	if (begins) {
+		vlog_drop();
+		last_verifier[0] = '\0';
+		if (ends) {     /* libbpf 1.x: all of it in one message */
+			flit_vlog_reason(msg, last_verifier, sizeof(last_verifier));
+			return true;
+		}
+	} else if (!vlog) {
+		return false;
 	}
+	vlog_add(msg, strlen(msg));
+	if (ends)
+		vlog_parse();
+	return true;
 }
 
 __attribute__((format(printf, 2, 0)))
@@ -129,13 +183,10 @@ static int forward(int is_warn, const char *fmt, va_list ap)
 		return 0;
 	while (n > 0 && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	if (is_warn) {
-		keep_verifier_tail(msg);
-		/* libbpf's "raise 'ulimit -l'" guess is wrong here: the EPERM
-		 * is a missing capability or a refused program type */
-		if (!strstr(msg, "ulimit -l"))
-			first_line(last_warn, sizeof(last_warn), msg);
-	}
+	/* libbpf's "raise 'ulimit -l'" guess is wrong here: the EPERM is a
+	 * missing capability or a refused program type */
+	if (is_warn && !keep_verifier_reason(msg) && !strstr(msg, "ulimit -l"))
+		first_line(last_warn, sizeof(last_warn), msg);
 	flit_debug("%s", msg);
 	free(msg);
 	return n;
@@ -163,14 +214,19 @@ static void quiet_enter(void)
 
 static void quiet_exit(void)
 {
+	vlog_drop();
 	libbpf_set_print(saved_bpf_print);
 	libxdp_set_print(saved_xdp_print);
 	pthread_mutex_unlock(&quiet_lock);
 }
 
-/* ": <libbpf's last warning>" for a trail, "" if none */
+#define WARN_SUFFIX_MAX (FLIT_VLOG_REASON_MAX + 16)
+
+/* ": verifier: <its reason>" for a trail, or ": <libbpf's last warning>",
+ * "" if none */
 static const char *warn_suffix(char *buf, size_t len)
 {
+	vlog_parse();   /* a log whose end never came */
 	if (last_verifier[0])
 		snprintf(buf, len, ": verifier: %s", last_verifier);
 	else if (last_warn[0])
@@ -1191,7 +1247,7 @@ static int detach_pinned_reinspect(const char *ifname, struct ifstate *s)
 static int load_ts(struct flit_xdp *skel, const char *ifname, unsigned ifindex)
 {
 	struct bpf_program *p = skel->progs.flit_xdp_ts;
-	char w[300];
+	char w[WARN_SUFFIX_MAX];
 	int err;
 
 	bpf_program__set_autoload(skel->progs.flit_xdp_steer, false);
@@ -1219,7 +1275,7 @@ static int load_ts(struct flit_xdp *skel, const char *ifname, unsigned ifindex)
 static int attach_ts(const char *ifname, unsigned ifindex, int prog_fd)
 {
 	LIBBPF_OPTS(bpf_xdp_attach_opts, o);
-	char w[300];
+	char w[WARN_SUFFIX_MAX];
 	int err = bpf_xdp_attach((int)ifindex, prog_fd,
 				 XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, &o);
 
@@ -1437,7 +1493,7 @@ static int do_attach(const char *ifname, enum flit_xdp_mode mode,
 	}
 	err = xdp_program__attach(xp, (int)ifindex, to_libxdp_mode(mode), 0);
 	if (err) {
-		char w[300];
+		char w[WARN_SUFFIX_MAX];
 
 		err = -err;
 		warn_suffix(w, sizeof(w));
