@@ -414,6 +414,35 @@ static void subscriber_requires_callback(void **state)
 	flit_ctx_close(ctx);
 }
 
+static void subscriber_fails_naming_a_transport_that_cannot_start(void **state)
+{
+	/* xdp listed without the interface it needs: the subscriber would
+	 * hear nothing from the network, so it is refused, naming why (an
+	 * XDP program the verifier refuses fails the same way) */
+	flit_ctx *ctx = tl_ctx("context.transports = shm,xdp\n");
+	flit_ctx *shm = tl_ctx("context.transports = shm\n");
+	struct rx r = { 0 };
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = on_msg, .arg = &r);
+	flit_sub *s;
+
+	assert_non_null(ctx);
+	assert_non_null(shm);
+	errno = 0;
+	assert_null(flit_sub_new(ctx, "t.fail", &so));
+	assert_int_equal(errno, EINVAL);
+	assert_trail_has("transport xdp");
+	assert_trail_has("context.udp.interface");
+	/* and again: nothing was left half made */
+	errno = 0;
+	assert_null(flit_sub_new(ctx, "t.fail", &so));
+	assert_int_equal(errno, EINVAL);
+	s = flit_sub_new(shm, "t.fail", &so);
+	assert_non_null(s);
+	flit_sub_close(s);
+	flit_ctx_close(shm);
+	flit_ctx_close(ctx);
+}
+
 /* ---- configuration -------------------------------------------------------- */
 
 static void bad_config_file_line_named_in_trail(void **state)
@@ -920,6 +949,7 @@ int main(void)
 		cmocka_unit_test(unusual_valid_topic_names_round_trip),
 		cmocka_unit_test(unknown_transport_is_EPROTONOSUPPORT_and_named),
 		cmocka_unit_test(subscriber_requires_callback),
+		cmocka_unit_test(subscriber_fails_naming_a_transport_that_cannot_start),
 		cmocka_unit_test(bad_config_file_line_named_in_trail),
 		cmocka_unit_test_teardown(FLIT_CONFIG_env_names_the_file, reset_env),
 		cmocka_unit_test(per_object_config_override_applies),

@@ -824,7 +824,9 @@ static int subs_changed(flit_ctx *ctx)
 	}
 	for (unsigned i = 0; i < NTRANSPORTS; i++) {
 		struct flit_tp *tp;
-		if (!tp_enabled(ctx, i))
+		/* a transport that is not open holds no subscription: with
+		 * none left, there is nothing to open it for */
+		if (!tp_enabled(ctx, i) || (!ctx->subs && !ctx->tp[i]))
 			continue;
 		int e = ctx_tp(ctx, i, &tp);
 		if (!e)
@@ -849,6 +851,16 @@ flit_sub *flit_sub_new(flit_ctx *ctx, const char *topic,
 		return flit_null(-err);
 	if (!OPT(opts, on_msg, NULL))
 		return flit_err_null(EINVAL, "flit_sub_new: opts.on_msg callback is required");
+	/* Every transport of context.transports must start: one that cannot
+	 * (an XDP program the verifier refuses, a missing capability, no
+	 * such interface) fails the subscription with its reason, rather
+	 * than leave a subscriber that never hears what it was set up to
+	 * hear.  A later flit_sub_new() tries again. */
+	for (unsigned i = 0; i < NTRANSPORTS; i++) {
+		struct flit_tp *tp;
+		if (tp_enabled(ctx, i) && (err = ctx_tp(ctx, i, &tp)))
+			return flit_null(-err);
+	}
 	sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return flit_err_null(ENOMEM, "flit_sub_new: out of memory");
