@@ -508,15 +508,56 @@ static int umem_create(struct flit_xsk *x, struct xq *q, size_t len)
 	return umem_err(x, r, len);
 }
 
-/* The running kernel as major * 1000 + minor (6.18: 6018), 0 if unknown. */
-static unsigned kernel_version(void)
+/* One UMEM registration of a page with these flags and tx_metadata_len,
+ * on a socket of its own: 0 or -errno. */
+static int txmd_try(uint32_t flags, uint32_t mdlen, void *page, long pagesz)
 {
-	struct utsname u;
-	unsigned a = 0, b = 0;
+	struct umem_reg_v3 mr = {
+		.addr = (uintptr_t)page,
+		.len = (uint64_t)pagesz,
+		.chunk_size = (uint32_t)pagesz,
+		.flags = flags,
+		.tx_metadata_len = mdlen,
+	};
+	int fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0), r;
 
-	if (uname(&u) || sscanf(u.release, "%u.%u", &a, &b) != 2)
-		return 0;
-	return a * 1000 + b;
+	if (fd < 0)
+		return -errno;
+	r = setsockopt(fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr)) ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+int flit_xsk_txmd_probe(void)
+{
+	static int answer;      /* 0: not known yet, else the answer + 1 */
+	long pagesz = sysconf(_SC_PAGESIZE);
+	void *page;
+	int r;
+
+	if (answer)
+		return answer - 1;
+	page = mmap(NULL, (size_t)pagesz, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED)
+		return -errno;
+	r = txmd_try(XDP_UMEM_TX_METADATA_LEN, TXMD_LEN, page, pagesz);
+	if (r == 0) {
+		r = FLIT_XSK_TXMD_FLAG;
+	} else if (r == -EINVAL) {
+		/* the flag is unknown: does the kernel read the field at all?
+		 * 6.8..6.10 refuse a length that is not a multiple of 8,
+		 * older kernels never look at it */
+		r = txmd_try(0, 7, page, pagesz);
+		if (r == -EINVAL)
+			r = FLIT_XSK_TXMD_NOFLAG;
+		else if (r == 0)
+			r = FLIT_XSK_TXMD_NONE;
+	}
+	munmap(page, (size_t)pagesz);
+	if (r >= 0)
+		answer = r + 1;
+	return r;
 }
 
 /* Point libxdp's ring struct r at a ring mapped at map (offsets o, n
@@ -554,9 +595,10 @@ static int raw_map(struct flit_xsk *x, struct xq *q, int i, size_t len, off_t pg
  *
  * Linux 6.8 added tx_metadata_len in what was the padding of struct
  * xdp_umem_reg, which older kernels ignore (the descriptors asking for
- * metadata would then be refused one by one): before 6.8, EOPNOTSUPP up
- * front.  Linux 6.11 takes the length only with XDP_UMEM_TX_METADATA_LEN,
- * which 6.8..6.10 refuse (EINVAL): retried without it there. */
+ * metadata would then be refused one by one), and Linux 6.11 takes it only
+ * with XDP_UMEM_TX_METADATA_LEN, which 6.8..6.10 refuse (EINVAL):
+ * flit_xsk_txmd_probe() tells which, by trying, before 6.8 EOPNOTSUPP up
+ * front. */
 static int raw_umem_create(struct flit_xsk *x, struct xq *q, size_t len)
 {
 	struct umem_reg_v3 mr = {
@@ -569,19 +611,27 @@ static int raw_umem_create(struct flit_xsk *x, struct xq *q, size_t len)
 	};
 	struct xdp_mmap_offsets off;
 	socklen_t ol = sizeof(off);
-	unsigned n = x->ring_size, kv = kernel_version();
+	unsigned n = x->ring_size;
+	int md = flit_xsk_txmd_probe();
 	void *m = NULL;
 	int r;
 
-	if (kv && kv < 6008)
+	if (md == FLIT_XSK_TXMD_NONE) {
+		struct utsname u;
+
 		return flit_err(EOPNOTSUPP, "xsk: TX timestamps need AF_XDP TX metadata "
-				"(Linux 6.8); this kernel is %u.%u", kv / 1000, kv % 1000);
+				"(Linux 6.8): this kernel (%s) ignores tx_metadata_len in "
+				"the UMEM registration", uname(&u) ? "?" : u.release);
+	}
+	if (md == FLIT_XSK_TXMD_NOFLAG)
+		mr.flags = 0;
 	q->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (q->fd < 0)
 		return umem_err(x, -errno, len);
 	q->raw = true;
 	r = setsockopt(q->fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr));
-	if (r && errno == EINVAL && kv && kv < 6011) {
+	if (r && errno == EINVAL && md < 0) {
+		/* not probed (no AF_XDP socket for it): as 6.8..6.10 */
 		mr.flags = 0;
 		r = setsockopt(q->fd, SOL_XDP, XDP_UMEM_REG, &mr, sizeof(mr));
 	}
@@ -589,7 +639,7 @@ static int raw_umem_create(struct flit_xsk *x, struct xq *q, size_t len)
 		if (errno == EINVAL)
 			return flit_err(EOPNOTSUPP, "xsk: UMEM registration with TX metadata "
 					"(%u bytes) refused on %s (EINVAL): this kernel has no "
-					"AF_XDP TX metadata", TXMD_LEN, x->cfg.ifname);
+					"AF_XDP TX metadata (Linux 6.8)", TXMD_LEN, x->cfg.ifname);
 		return umem_err(x, -errno, len);
 	}
 	if (setsockopt(q->fd, SOL_XDP, XDP_UMEM_FILL_RING, &n, sizeof(n)) ||

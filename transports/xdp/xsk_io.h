@@ -202,6 +202,18 @@ int flit_xsk_tx_stamps(struct flit_xsk *x, struct flit_xsk_tx_stamp *out, unsign
  * tx_timestamps. */
 const char *flit_xsk_tx_clock(const struct flit_xsk *x);
 
+/* Does the kernel give AF_XDP TX metadata (cfg.tx_timestamps)?  Found by
+ * registering a one-page UMEM with it (twice at most, on sockets of their
+ * own, closed at once), once per process:
+ *   FLIT_XSK_TXMD_FLAG    tx_metadata_len with XDP_UMEM_TX_METADATA_LEN
+ *                         (Linux >= 6.11)
+ *   FLIT_XSK_TXMD_NOFLAG  tx_metadata_len without the flag (6.8 .. 6.10)
+ *   FLIT_XSK_TXMD_NONE    the kernel ignores tx_metadata_len (< 6.8)
+ * or -errno when it cannot tell (-EPERM: no CAP_NET_RAW; -EAFNOSUPPORT: no
+ * AF_XDP sockets).  Not for hot paths (two socket()+setsockopt()). */
+enum { FLIT_XSK_TXMD_NONE = 0, FLIT_XSK_TXMD_NOFLAG = 1, FLIT_XSK_TXMD_FLAG = 2 };
+int flit_xsk_txmd_probe(void);
+
 /* cfg.rx_meta: why frames came without a NIC stamp ("veth0 gives none:
  * bpf_xdp_metadata_rx_timestamp() returned a stamp of 0", ...), "" while
  * every frame had one (or none came yet). */
