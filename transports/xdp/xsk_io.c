@@ -530,13 +530,15 @@ static int txmd_try(uint32_t flags, uint32_t mdlen, void *page, long pagesz)
 
 int flit_xsk_txmd_probe(void)
 {
-	static int answer;      /* 0: not known yet, else the answer + 1 */
+	/* 0: not known yet, else the answer + 1 (contexts may open at once
+	 * on several threads: they would find the same) */
+	static int answer;
 	long pagesz = sysconf(_SC_PAGESIZE);
+	int known = __atomic_load_n(&answer, __ATOMIC_RELAXED), r;
 	void *page;
-	int r;
 
-	if (answer)
-		return answer - 1;
+	if (known)
+		return known - 1;
 	page = mmap(NULL, (size_t)pagesz, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
@@ -556,7 +558,7 @@ int flit_xsk_txmd_probe(void)
 	}
 	munmap(page, (size_t)pagesz);
 	if (r >= 0)
-		answer = r + 1;
+		__atomic_store_n(&answer, r + 1, __ATOMIC_RELAXED);
 	return r;
 }
 
