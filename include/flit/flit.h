@@ -226,7 +226,8 @@ struct flit_msg {
 	uint64_t seq;           /* per-source sequence number */
 	uint64_t lost;          /* LOSS: number of messages lost from seq */
 	uint32_t session_id;    /* the source's session id */
-	const char *source;     /* e.g. "shm:pid=123,session=1a2b3c4d" */
+	const char *source;     /* e.g. "shm:pid=123,session=1a2b3c4d", "udp:10.77.0.1:40123"
+				 * (the transport that received it: "xdp:..." over AF_XDP) */
 	uint64_t send_ts_ns;    /* CLOCK_REALTIME at send, if flagged */
 	uint64_t recv_ts_ns;    /* CLOCK_REALTIME at receive, if flagged */
 };

@@ -512,7 +512,9 @@ static int sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t 
 	err = flit_rel_rx_new(&relc, rng_next(&tp->rng) ^ s->id, rel_deliver, rel_loss, s, &s->rel);
 	if (err)
 		goto fail;
-	snprintf(src, sizeof(src), "udp:%s", flit_ep_str(&s->ctl, e, sizeof(e)));
+	/* named by the transport that receives it (the wire is the same),
+	 * so an application can tell which path delivered */
+	snprintf(src, sizeof(src), "%s:%s", tp->xp ? "xdp" : "udp", flit_ep_str(&s->ctl, e, sizeof(e)));
 	s->core = flit_rx_session_new(tp->ctx, s->id, src);
 	if (!s->core) {
 		err = -errno;
