@@ -6,6 +6,8 @@
 # Exit status of a test: 0 pass, 77 skip (its last "SKIP: reason" line is
 # shown), anything else fail (its output is shown).  Ends with the line
 # "N passed, N failed, N skipped" and exits non-zero if anything failed.
+# Each test gets TEST_TIMEOUT seconds, or what a shell test's header asks
+# for with a line "# timeout: S", if that is more.
 set -u
 BUILD=${BUILD:-build}
 TEST_TIMEOUT=${TEST_TIMEOUT:-120}
@@ -40,8 +42,15 @@ for t in "$@"; do
       elif [ -f "tests/$t.sh" ]; then cmd=(bash "tests/$t.sh")
       else echo "  FAIL   $t (no such test)"; fail=$((fail+1)); failed+=("$t"); continue; fi ;;
   esac
+  # a shell test may ask for more time than TEST_TIMEOUT in its header
+  # ("# timeout: S": a suite that boots guests); never less
+  tmo=$TEST_TIMEOUT
+  if [ "${cmd[0]}" = bash ]; then
+    want=$(sed -n '1,40s/^# timeout: *\([0-9][0-9]*\)$/\1/p' "${cmd[1]}" | head -1)
+    [ -n "$want" ] && [ "$want" -gt "$tmo" ] && tmo=$want
+  fi
   start=$(date +%s%N)
-  timeout --kill-after=5 "$TEST_TIMEOUT" "${cmd[@]}" >"$log" 2>&1
+  timeout --kill-after=5 "$tmo" "${cmd[@]}" >"$log" 2>&1
   rc=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 )); secs="$((ms / 1000)).$(( (ms % 1000) / 100 ))"
   case $rc in
@@ -50,7 +59,7 @@ for t in "$@"; do
         why=$(grep -h 'SKIP:' "$log" | tail -1 | sed 's/.*SKIP: *//')
         printf '  SKIP   %-32s %s\n' "$t" "${why:-no reason given}" ;;
     124|137) fail=$((fail+1)); failed+=("$t")
-        printf '  FAIL   %-32s timed out after %ss\n' "$t" "$TEST_TIMEOUT"; tail -20 "$log" | sed 's/^/         | /' ;;
+        printf '  FAIL   %-32s timed out after %ss\n' "$t" "$tmo"; tail -20 "$log" | sed 's/^/         | /' ;;
     *)  fail=$((fail+1)); failed+=("$t")
         printf '  FAIL   %-32s exit %s\n' "$t" "$rc"; tail -40 "$log" | sed 's/^/         | /' ;;
   esac

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
+# test_xdp_kernels — flit's XDP program and the xdp transport on the kernels
+# users run, each booted in a guest (tests/vm/, qemu; docs/VM.md):
+#
+#   6.1      Debian 12's own kernel
+#   6.12     bookworm-backports
+#   newest   trixie-backports (7.x), its test NICs zero-copy capable
+#
+# Each guest has two NICs on one qemu hub (virtio-net-pci), moved into two
+# namespaces by `tools/testbed up --link direct --devices xnic1,xnic2`
+# (h1 10.77.0.1 eth0 <-> h2 10.77.0.2 eth0), and runs, chrooted on this
+# host's / (the same build):
+#
+#   - what the kernel gives: `flit-loader status` (its feature lines);
+#   - test_xdp_prog: the program verifies and loads on this kernel, and its
+#     verdicts (BPF_PROG_TEST_RUN on crafted frames) are this kernel's;
+#   - flit-loader attach/status/detach on h1's eth0 in native and skb mode;
+#   - flit-pub -t xdp -> flit-sub -t xdp, subscriber first, in native and
+#     skb mode: every message, in order, from an "xdp:" source;
+#   - kernel udp -> xdp and xdp -> kernel udp (the receiving kernel's UDP
+#     checksum error counter unchanged).
+#
+# A kernel is a PASS, a SKIP naming what is missing (no qemu, no kernel
+# package), or a FAIL; the test fails if any kernel fails, skips if all
+# skip.  FLIT_VM_KERNELS="6.1 6.12 newest" chooses the kernels; the suite
+# itself runs with `--suite` inside a guest (or by hand on a host with two
+# cabled NICs: FLIT_VM_NICS="if1 if2").
+#
+# timeout: 420
+set -u -o pipefail
+BUILD=${BUILD:-build}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+. "$HERE/vm/lib.sh"
+D=$ROOT/$BUILD/tools
+LOADER=$ROOT/$BUILD/loader/flit-loader
+TB=$ROOT/tools/testbed
+
+# ---- inside the guest -------------------------------------------------------
+if [ "${1:-}" = --suite ]; then
+	tmp=$(mktemp -d /tmp/flit-xk.XXXXXX)
+	tbn=xk
+	cleanup() { "$TB" down --name "$tbn" >/dev/null 2>&1; rm -rf "$tmp"; }
+	trap cleanup EXIT
+	failures=0
+	fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+	ok() { echo "ok: $*"; }
+	show() { sed 's/^/    | /' "$@" | tail -15; }
+	h() { local i=$1; shift; nsenter --net="/run/netns/$tbn-h$i" -- "$@"; }
+	echo "# kernel $(uname -r)"
+
+	"$LOADER" status 2>&1 | sed 's/^/# /'
+
+	echo "== test_xdp_prog"
+	if "$ROOT/$BUILD/tests/test_xdp_prog" >"$tmp/prog.log" 2>&1; then
+		ok "test_xdp_prog: $(grep -c '^\[       OK \]' "$tmp/prog.log") cases pass" \
+		   "($(grep -c '^\[  SKIPPED \]' "$tmp/prog.log" | awk '{ print $1 - 1 < 0 ? 0 : $1 - 1 }') skipped)"
+	else
+		fail "test_xdp_prog"; grep -E 'FAIL|verifier|libbpf|\[  ERROR|unbounded|invalid' "$tmp/prog.log" | head -20 | sed 's/^/    | /'
+	fi
+
+	read -r n1 n2 <<<"${FLIT_VM_NICS:-}"
+	[ -n "${n2:-}" ] || { echo "FAIL: the guest has no two test NICs (FLIT_VM_NICS='${FLIT_VM_NICS:-}')"; exit 1; }
+	"$TB" up --name "$tbn" --hosts 2 --link direct --devices "$n1,$n2" >"$tmp/tb.log" 2>&1 ||
+		{ echo "FAIL: testbed over $n1,$n2:"; show "$tmp/tb.log"; exit 1; }
+	echo "# $(cat "$tmp/tb.log"); driver $(h 1 ethtool -i eth0 | sed -n 's/^driver: //p')"
+
+	echo "== flit-loader"
+	for mode in native skb; do
+		if ! h 1 "$LOADER" attach eth0 --mode "$mode" >"$tmp/att" 2>&1; then
+			fail "flit-loader attach eth0 --mode $mode"; show "$tmp/att"; continue
+		fi
+		h 1 "$LOADER" status eth0 >"$tmp/st" 2>&1
+		want=$([ "$mode" = native ] && echo "native (driver XDP)" || echo "skb")
+		if grep -q "mode: *$want" "$tmp/st"; then ok "attach --mode $mode: status says $want"
+		else fail "attach --mode $mode: status"; show "$tmp/st"; fi
+		sed -n 's/^ *programs: */# programs: /p' "$tmp/st" | head -1
+		if h 1 "$LOADER" detach eth0 >"$tmp/det" 2>&1 && h 1 "$LOADER" status eth0 2>&1 | grep -q "not attached"; then
+			ok "detach after $mode"
+		else
+			fail "detach after $mode"; show "$tmp/det"
+		fi
+	done
+
+	# pubsub NAME PUB_T SUB_T N [CFG...]: flit-sub SUB_T in h2 first, then
+	# flit-pub PUB_T in h1 waiting for it; every message, in order
+	pubsub() {
+		local name=$1 pt=$2 st=$3 n=$4 topic; shift 4
+		topic="xk.$pt.$st.$RANDOM"
+		local cfg=(-C context.udp.interface=eth0) c
+		for c in "$@"; do cfg+=(-C "$c"); done
+		seq 1 "$n" >"$tmp/msgs"
+		local t0; t0=$(now_ms)
+		h 2 timeout 90 "$D/flit-sub" -t "$st" "${cfg[@]}" -n "$n" -T 80 "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
+		local sp=$!
+		if ! h 1 timeout 90 "$D/flit-pub" -t "$pt" "${cfg[@]}" -w 1 -T 60 -f "$tmp/msgs" "$topic" \
+			>"$tmp/pub.out" 2>"$tmp/pub.err"; then
+			fail "$name: flit-pub -t $pt exited $?"; show "$tmp/pub.err"
+			kill "$sp" 2>/dev/null; wait "$sp"; return 1
+		fi
+		wait "$sp"; local rc=$?
+		# lines "TOPIC seq=S source=T:... len=L "PAYLOAD"": payload S+1, S from 0
+		if [ $rc -eq 0 ] && awk -v n="$n" -v t="$st" 'BEGIN { k = 0 }
+			/ seq=/ { if ($2 != "seq=" k || $3 !~ "^source=" t ":" || $5 != "\"" k + 1 "\"") { bad = 1; exit }
+			          k++ }
+			END { exit bad || k != n }' "$tmp/sub.out"; then
+			ok "$name: $n messages in order ($(grep -m1 -o 'source=[^ ]*' "$tmp/sub.out"), $(( $(now_ms) - t0 )) ms)"
+		else
+			fail "$name: flit-sub exited $rc, $(grep -c ' seq=' "$tmp/sub.out") of $n messages"
+			show "$tmp/sub.err"; grep ' seq=' "$tmp/sub.out" | head -3 | sed 's/^/    | /'
+			return 1
+		fi
+	}
+	# UDP InCsumErrors of host $1
+	csum_errors() { h "$1" awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "InCsumErrors") c = i; h = 1 } else print $c }' /proc/net/snmp; }
+
+	echo "== pub/sub"
+	pubsub "xdp -> xdp (native)" xdp xdp 2000 "context.xdp.mode = native"
+	pubsub "xdp -> xdp (skb)" xdp xdp 2000 "context.xdp.mode = skb"
+	pubsub "kernel udp -> xdp" udp xdp 2000
+	e0=$(csum_errors 2)
+	pubsub "xdp -> kernel udp" xdp udp 2000
+	e1=$(csum_errors 2)
+	if [ -n "$e0" ] && [ "$e0" = "$e1" ]; then ok "h2's UDP InCsumErrors unchanged ($e1)"
+	else fail "h2's UDP InCsumErrors $e0 -> $e1: AF_XDP sent bad checksums"; fi
+
+	[ $failures -eq 0 ] || { echo "$failures check(s) failed on $(uname -r)"; exit 1; }
+	echo "all checks pass on $(uname -r)"
+	exit 0
+fi
+
+# ---- on the host: one guest per kernel ---------------------------------------
+for b in "$ROOT/$BUILD/tests/test_xdp_prog" "$D/flit-pub" "$D/flit-sub" "$LOADER"; do
+	[ -x "$b" ] || { echo "SKIP: $b not built (make)"; exit 77; }
+done
+if why=$(vm_missing); then echo "SKIP: no guest can be booted here: $why"; exit 77; fi
+kernels=${FLIT_VM_KERNELS:-$VM_KERNELS}
+mkdir -p "$BUILD/test-logs"
+# the runner's limit is the header's "timeout:" line; the guests share it
+T0=$(now_ms) BUDGET=$(( $(sed -n 's/^# timeout: *//p' "$0" | head -1) - 6 ))
+nk=$(wc -w <<<"$kernels")
+pass=0 failed=0 skipped=0 summary=()
+for k in $kernels; do
+	valid_kernel_spec "$k" || { echo "FAIL: FLIT_VM_KERNELS: bad kernel '$k'"; exit 1; }
+	opts=(--nics 2)
+	# the newest kernel's virtio_net binds AF_XDP zero-copy on modern
+	# virtio devices behind the platform IOMMU interface; copy mode works
+	# there too
+	[ "$k" = newest ] && opts+=(--zerocopy)
+	echo "=== kernel $k"
+	t0=$(now_ms)
+	# what is left, shared by the kernels still to run (at least 60 s)
+	tmo=$(( (BUDGET - (t0 - T0) / 1000) / nk )); nk=$((nk - 1))
+	[ "$tmo" -ge 60 ] || tmo=60
+	rm -rf "$BUILD/test-logs/xdp-kernels-$k"
+	"$HERE/vm/vm-exec.sh" -q --kernel "$k" "${opts[@]}" --timeout "$tmo" --logdir "$BUILD/test-logs/xdp-kernels-$k" \
+		-- bash "$0" --suite 2>&1 | tee "$BUILD/test-logs/xdp-kernels-$k.out"
+	rc=${PIPESTATUS[0]}
+	rel=$(sed -n 's/^# kernel //p' "$BUILD/test-logs/xdp-kernels-$k.out" | head -1)
+	secs=$(( ($(now_ms) - t0) / 1000 ))
+	case $rc in
+	0) pass=$((pass + 1)); summary+=("PASS  $k (${rel:-?}) ${secs}s") ;;
+	77) skipped=$((skipped + 1))
+	    summary+=("SKIP  $k: $(grep -h '^SKIP:' "$BUILD/test-logs/xdp-kernels-$k.out" | tail -1 | sed 's/^SKIP: *//')") ;;
+	*) failed=$((failed + 1)); summary+=("FAIL  $k (${rel:-?}) exit $rc ${secs}s (logs in $BUILD/test-logs/xdp-kernels-$k)") ;;
+	esac
+done
+echo "=== kernel matrix"
+printf '  %s\n' "${summary[@]}"
+[ $failed -eq 0 ] || exit 1
+[ $pass -gt 0 ] || { echo "SKIP: no kernel could be booted (${summary[*]})"; exit 77; }
+exit 0
