@@ -18,6 +18,7 @@
 
 #include "error.h"              /* flit_log_level_raise */
 #include "tool.h"
+#include "xdp/xdp_features.h"
 #include "xdp/xdp_prog.h"
 
 #define PROG "flit-loader"
@@ -80,12 +81,18 @@ static const char usage_status[] =
 "Usage: flit-loader status [IFACE] [--json]\n"
 "Show whether flit's program is attached to IFACE, in which mode, alone or\n"
 "behind libxdp's dispatcher (and why), its program id, version, pin\n"
-"directory and flow count.  Without IFACE: every interface of this network\n"
-"namespace with pins under " FLIT_XDP_PIN_ROOT ", then the pin directories\n"
-"of other namespaces (and whether their interface is gone).\n"
+"directory and flow count, and what the interface gives (xdp-features,\n"
+"zero-copy AF_XDP, device-bound programs).  Without IFACE: every interface\n"
+"of this network namespace with pins under " FLIT_XDP_PIN_ROOT ", then the\n"
+"pin directories of other namespaces (and whether their interface is gone).\n"
+"Then what the running kernel gives flit's XDP paths, each tried, with the\n"
+"Linux version that has what is missing: bpffs, the XDP RX-metadata kfunc,\n"
+"device-bound programs, AF_XDP TX metadata, freplace (libxdp's dispatcher).\n"
 "\n"
-"  -j, --json      one JSON object per line: per interface, then per pin\n"
-"                  directory of another namespace (\"other_netns\":true)\n"
+"  -j, --json      with IFACE, one JSON object (the kernel's features under\n"
+"                  \"kernel\"); without, one per line: per interface, per pin\n"
+"                  directory of another namespace (\"other_netns\":true),\n"
+"                  then {\"kernel\":{...}}\n"
 "  -v, --verbose   library messages to stderr (-vv: debug)\n"
 "  -h, --help      this text\n";
 
@@ -258,8 +265,90 @@ static long flow_count(const char *ifname)
 	return n;
 }
 
+/* ---- what the kernel and an interface give (xdp_features.h) ----------------- */
+
+static const char *feat_word(enum flit_feat_state st)
+{
+	return st == FLIT_FEAT_YES ? "yes" : st == FLIT_FEAT_NO ? "no" : "unknown";
+}
+
+static void feat_json(const char *key, const struct flit_feat *f)
+{
+	printf(",\"%s\":{\"state\":\"%s\",\"how\":", key, feat_word(f->state));
+	tool_json_str(stdout, f->how);
+	printf("}");
+}
+
+static void feat_text(const char *label, const struct flit_feat *f)
+{
+	printf("  %-15s %s: %s\n", label, feat_word(f->state), f->how);
+}
+
+static void kernel_json_members(const struct flit_xdp_kernel_feats *k)
+{
+	printf("{\"release\":");
+	tool_json_str(stdout, k->release);
+	feat_json("bpffs", &k->bpffs);
+	feat_json("rx_metadata_kfunc", &k->rx_meta);
+	feat_json("dev_bound", &k->dev_bound);
+	feat_json("tx_metadata", &k->tx_meta);
+	feat_json("freplace", &k->freplace);
+	printf("}");
+}
+
+static void kernel_text(const struct flit_xdp_kernel_feats *k)
+{
+	printf("kernel %s, for flit's XDP paths:\n", k->release);
+	feat_text("bpffs:", &k->bpffs);
+	feat_text("rx-meta kfunc:", &k->rx_meta);
+	feat_text("device-bound:", &k->dev_bound);
+	feat_text("tx metadata:", &k->tx_meta);
+	feat_text("freplace:", &k->freplace);
+}
+
+static void iface_json(const struct flit_xdp_iface_feats *f)
+{
+	char b[200];
+
+	printf(",\"driver\":");
+	tool_json_str(stdout, f->driver);
+	printf(",\"xdp_features\":");
+	if (f->known)
+		tool_json_str(stdout, flit_xdp_feat_names(FLIT_FEATS_XDP, f->xdp, b, sizeof(b)));
+	else
+		printf("null");
+	printf(",\"rx_metadata_features\":");
+	if (f->known)
+		tool_json_str(stdout, flit_xdp_feat_names(FLIT_FEATS_RX_META, f->rx_meta, b,
+							  sizeof(b)));
+	else
+		printf("null");
+	feat_json("zerocopy", &f->zerocopy);
+	feat_json("dev_bound", &f->dev_bound);
+}
+
+static void iface_text(const struct flit_xdp_iface_feats *f)
+{
+	char b[200];
+
+	if (f->known) {
+		printf("  %-12s %s%s", "xdp:", f->driver[0] ? f->driver : "no driver name",
+		       f->driver[0] ? " driver, " : ", ");
+		printf("xdp-features %s", flit_xdp_feat_names(FLIT_FEATS_XDP, f->xdp, b,
+							       sizeof(b)));
+		printf(", rx-metadata %s", flit_xdp_feat_names(FLIT_FEATS_RX_META, f->rx_meta,
+								b, sizeof(b)));
+		printf(", xsk-features %s\n", flit_xdp_feat_names(FLIT_FEATS_XSK, f->xsk, b,
+								 sizeof(b)));
+	}
+	printf("  %-12s %s: %s\n", "zero-copy:", feat_word(f->zerocopy.state), f->zerocopy.how);
+	printf("  %-12s %s: %s\n", "dev-bound:", feat_word(f->dev_bound.state),
+	       f->dev_bound.how);
+}
+
 static void status_json(const char *ifname, const struct flit_xdp_status *st,
-			long flows)
+			long flows, const struct flit_xdp_iface_feats *f,
+			const struct flit_xdp_kernel_feats *k)
 {
 	printf("{\"ifname\":");
 	tool_json_str(stdout, ifname);
@@ -283,6 +372,12 @@ static void status_json(const char *ifname, const struct flit_xdp_status *st,
 		printf(",\"flows\":%ld", flows);
 	else
 		printf(",\"flows\":null");
+	if (f)
+		iface_json(f);
+	if (k) {
+		printf(",\"kernel\":");
+		kernel_json_members(k);
+	}
 	printf("}\n");
 }
 
@@ -299,7 +394,7 @@ static const char *canon_name(const char *ifname)
 }
 
 static void status_text(const char *ifname, const struct flit_xdp_status *st,
-			long flows)
+			long flows, const struct flit_xdp_iface_feats *f)
 {
 	bool ours = st->flit || (st->attached && st->prog_id);
 
@@ -344,10 +439,15 @@ static void status_text(const char *ifname, const struct flit_xdp_status *st,
 		       flit_xdp_mode_str(st->mode));
 	if (flows >= 0)
 		printf("  flows:       %ld\n", flows);
+	if (f)
+		iface_text(f);
 }
 
-static int status_one(const char *ifname, bool json, bool listing)
+/* One interface; k: the kernel's features, to go with it (status IFACE). */
+static int status_one(const char *ifname, bool json, bool listing,
+		      const struct flit_xdp_kernel_feats *k)
 {
+	struct flit_xdp_iface_feats feats, *f = &feats;
 	struct flit_xdp_status st;
 	long flows = -1;
 	int rc = flit_xdp_status(ifname, &st);
@@ -360,10 +460,17 @@ static int status_one(const char *ifname, bool json, bool listing)
 	}
 	if (st.flit && st.version == FLIT_XDP_VERSION)
 		flows = flow_count(ifname);
-	if (json)
-		status_json(ifname, &st, flows);
-	else
-		status_text(ifname, &st, flows);
+	if (flit_xdp_iface_feats(ifname, f) < 0)
+		f = NULL;       /* pins of an interface gone */
+	if (json) {
+		status_json(ifname, &st, flows, f, k);
+	} else {
+		status_text(ifname, &st, flows, f);
+		if (k) {
+			printf("\n");
+			kernel_text(k);
+		}
+	}
 	return 0;
 }
 
@@ -417,10 +524,21 @@ static int cmd_status(int argc, char **argv)
 	struct cmd_opts o;
 	int rc, bad = 0, shown = 0, others = 0;
 
+	struct flit_xdp_kernel_feats kf;
+
 	parse_cmd(argc, argv, usage_status, "jv", &o);
 	max_args(&o, 1);
-	if (o.nargs == 1)
-		return status_one(need_iface(&o, "status"), o.json, false);
+	if (o.nargs == 1) {
+		const char *ifname = need_iface(&o, "status");
+		struct flit_xdp_status st;
+
+		/* the interface's status first: privileges, no such interface */
+		rc = flit_xdp_status(ifname, &st);
+		if (rc < 0)
+			fail_rc(rc);
+		flit_xdp_kernel_feats(&kf);
+		return status_one(ifname, o.json, false, &kf);
+	}
 
 	rc = flit_xdp_pin_dir_each(collect_dir, &l);
 	if (rc < 0)
@@ -440,7 +558,7 @@ static int cmd_status(int argc, char **argv)
 			continue;
 		if (shown++ && !o.json)
 			printf("\n");
-		bad |= status_one(l.d[i].ifname, o.json, true);
+		bad |= status_one(l.d[i].ifname, o.json, true, NULL);
 	}
 	if (!o.json && !shown)
 		printf("no interface of this network namespace has flit pins under %s\n",
@@ -456,6 +574,15 @@ static int cmd_status(int argc, char **argv)
 			other_text(&l.d[i]);
 	}
 	free(l.d);
+	flit_xdp_kernel_feats(&kf);
+	if (o.json) {
+		printf("{\"kernel\":");
+		kernel_json_members(&kf);
+		printf("}\n");
+	} else {
+		printf("\n");
+		kernel_text(&kf);
+	}
 	return bad;
 }
 

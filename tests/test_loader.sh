@@ -25,7 +25,11 @@
 # gc removes, and whose canonical name the next attach takes; an interface
 # with a dot in its name has its pins at flPIDa:5/ (bpffs refuses dots); under
 # `ip netns exec` (no bpffs there) attach refuses to pin into a private
-# mount.
+# mount.  status also lists what the kernel gives flit's XDP paths, each
+# answer checked against an oracle of the test's own (this machine: bpffs,
+# RX-metadata kfunc, device-bound programs and TX metadata yes, freplace no
+# with EPERM) and the interface's zero-copy (veth: no), in text and JSON;
+# the RX-metadata program on lo (no XDP driver) is refused naming that.
 # Uses $BUILD/loader/flit-loader (BUILD as tests/run-tests.sh sets it).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
@@ -214,6 +218,71 @@ if expect 0 status --json; then
 	fi
 fi
 
+# ---- what the kernel and the interface give ---------------------------------------
+# Oracles, each found another way than flit-loader's probes: the kfunc in
+# bpftool's dump of the kernel's BTF; device-bound programs and TX metadata
+# from the version (6.3, 6.8: fine for a test, not for the probes); freplace
+# from libxdp's choice (status says single program because of freplace, or
+# shows the dispatcher); veth never has zero-copy AF_XDP.
+want_yn() { [ "$1" -eq 0 ] && echo yes || echo no; }
+kv=$(uname -r | awk -F. '{ printf "%d", $1 * 1000 + $2 }')
+bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -q "FUNC 'bpf_xdp_metadata_rx_timestamp'"
+w_kfunc=$(want_yn $?)
+w_devb=$(want_yn "$([ "$kv" -ge 6003 ]; echo $?)")
+w_txmd=$(want_yn "$([ "$kv" -ge 6008 ]; echo $?)")
+run status "$A"
+if grep -Eq "programs: +single program, no dispatcher: .*freplace" "$tmp/out"; then w_frep=no
+elif grep -Eq "programs: +libxdp dispatcher" "$tmp/out"; then w_frep=yes
+else w_frep='(yes|no)'; fi
+if expect 0 status "$A"; then
+	out_has "^kernel [^ ]+, for flit's XDP paths:$" "status: the kernel's section"
+	out_has "^  bpffs: +yes: " "status: bpffs"
+	out_has "^  rx-meta kfunc: +$w_kfunc: .*bpf_xdp_metadata_rx_timestamp" "status: RX-metadata kfunc ($w_kfunc)"
+	out_has "^  device-bound: +$w_devb: " "status: device-bound programs ($w_devb)"
+	out_has "^  tx metadata: +$w_txmd: " "status: AF_XDP TX metadata ($w_txmd)"
+	out_has "^  freplace: +$w_frep: " "status: freplace ($w_frep)"
+	[ "$w_frep" = no ] && out_has "^  freplace: +no: .*(EPERM|EACCES|EINVAL|ENOTSUPP|EOPNOTSUPP)" "status: why no freplace"
+	for w in "$w_kfunc" "$w_devb" "$w_txmd"; do
+		[ "$w" = no ] && ! grep -Eq "^  [a-z -]+: +no: .*Linux [0-9]+\.[0-9]+" "$tmp/out" &&
+			fail "status: a missing feature without the Linux version that has it"
+	done
+	out_has "^  xdp: +veth driver, xdp-features [a-z -]+" "status: the interface's xdp-features"
+	out_has "^  zero-copy: +no: .*xsk-zerocopy" "status: no zero-copy on veth"
+	out_has "^  dev-bound: +$w_devb: " "status: a program bound to $A ($w_devb)"
+fi
+if expect 0 status "$A" --json; then
+	if python3 - "$tmp/out" "$w_kfunc" "$w_devb" "$w_txmd" "$w_frep" <<'EOF'
+import json, re, sys
+o = json.load(open(sys.argv[1]))
+k = o["kernel"]
+want = {"rx_metadata_kfunc": sys.argv[2], "dev_bound": sys.argv[3], "tx_metadata": sys.argv[4],
+        "freplace": sys.argv[5], "bpffs": "yes"}
+for key, w in want.items():
+    if not re.fullmatch(w, k[key]["state"]) or not k[key]["how"]:
+        sys.exit("kernel.%s: %s, expected %s" % (key, k[key], w))
+if o["zerocopy"]["state"] != "no" or o["driver"] != "veth" or "basic" not in o["xdp_features"]:
+    sys.exit("interface: %s %s %s" % (o["driver"], o["xdp_features"], o["zerocopy"]))
+if not k["release"]:
+    sys.exit("no release")
+EOF
+	then ok "status --json: kernel and interface features"
+	else fail "status --json features: $(cat "$tmp/out")"; fi
+fi
+run status --json
+if tail -1 "$tmp/out" | python3 -c 'import json,sys; k=json.load(sys.stdin)["kernel"]; sys.exit(not k["freplace"]["state"])'; then
+	ok "status --json of all ends with the kernel's features"
+else
+	fail "status --json of all: no kernel line last: $(tail -1 "$tmp/out")"
+fi
+run status
+grep -q "^kernel .*, for flit's XDP paths:" "$tmp/out" && ok "status of all lists the kernel's features" ||
+	fail "status of all: no kernel section: $(tail -8 "$tmp/out")"
+# the RX-metadata program on an interface without XDP (the namespace's lo):
+# refused, naming that
+expect 1 attach lo --rx-timestamps &&
+	err_has "RX-metadata program for lo: .*(no XDP|Linux 6\.3)" "RX-metadata program on lo"
+[ -e "$PINS/lo" ] && fail "refused attach left $PINS/lo"
+
 # ---- flows ---------------------------------------------------------------------------
 expect 0 flows "$A" add 239.1.2.3:4000 --slot 3
 expect 0 flows "$A" add 10.9.8.7:5000
@@ -396,7 +465,8 @@ if mkns "$NS2"; then
 	out_has "^$A: flit attached" "status of all in $NS" &&
 		out_has "^  $alt +$A, ifindex [0-9]+, network namespace [0-9]+\$" "status of all lists $NS2's pins"
 	run status --json
-	grep -q "\"other_netns\":true,\"pin_dir\":\"$alt\"" "$tmp/out" && json_lines "$tmp/out" pin_dir &&
+	grep -q "\"other_netns\":true,\"pin_dir\":\"$alt\"" "$tmp/out" &&
+		grep -v '^{"kernel":' "$tmp/out" >"$tmp/nk" && json_lines "$tmp/nk" pin_dir &&
 		ok "status --json lists $NS2's pins as other_netns" || fail "status --json: $(cat "$tmp/out")"
 
 	# detaching in $NS2 leaves $NS alone

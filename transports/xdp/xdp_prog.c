@@ -42,6 +42,7 @@
 
 #include "error.h"
 #include "xdp/verifier_log.h"
+#include "xdp/xdp_features.h"
 #include "xdp/xdp_prog.h"
 #include "flit_xdp.skel.h"
 
@@ -951,6 +952,16 @@ out:
 	return err;
 }
 
+int flit_xdp_freplace_probe(bool *unknown)
+{
+	int err;
+
+	quiet_enter();
+	err = freplace_probe(unknown);
+	quiet_exit();
+	return err;
+}
+
 static void why_single(const struct ifstate *s, char *buf, size_t len)
 {
 	bool unknown;
@@ -1243,10 +1254,14 @@ static int detach_pinned_reinspect(const char *ifname, struct ifstate *s)
 	return err ? err : inspect(ifname, s);
 }
 
-/* Load flit_xdp_ts alone from skel, device-bound to ifindex. */
+/* Load flit_xdp_ts alone from skel, device-bound to ifindex.  A refusal
+ * says which of its needs is missing, each tried (xdp_features.h): the
+ * RX-metadata kfunc and device-bound programs (Linux 6.3), a driver with
+ * XDP; else the verifier's reason. */
 static int load_ts(struct flit_xdp *skel, const char *ifname, unsigned ifindex)
 {
 	struct bpf_program *p = skel->progs.flit_xdp_ts;
+	struct flit_feat kf, db;
 	char w[WARN_SUFFIX_MAX];
 	int err;
 
@@ -1263,10 +1278,15 @@ static int load_ts(struct flit_xdp *skel, const char *ifname, unsigned ifindex)
 	if (err == EPERM)
 		return flit_err(EPERM, "load flit's RX-metadata program for %s%s: " CAPS_MSG,
 				ifname, w);
-	return flit_err(err == EINVAL || err == ESRCH || err == ENOENT ? EOPNOTSUPP : err,
-			"load flit's RX-metadata program (%s, device-bound to %s)%s: "
-			"hardware RX stamps need Linux 6.3 (device-bound XDP programs and "
-			"the RX-metadata kfuncs) and a driver with native XDP",
+	flit_xdp_probe_rx_meta(&kf);
+	if (kf.state == FLIT_FEAT_NO)
+		return flit_err(EOPNOTSUPP, "load flit's RX-metadata program for %s: %s",
+				ifname, kf.how);
+	flit_xdp_probe_dev_bound(ifname, &db);
+	if (db.state == FLIT_FEAT_NO)
+		return flit_err(EOPNOTSUPP, "load flit's RX-metadata program for %s: %s",
+				ifname, db.how);
+	return flit_err(err, "load flit's RX-metadata program (%s, device-bound to %s)%s",
 			FLIT_XDP_PROG_NAME_TS, ifname, w);
 }
 

@@ -176,6 +176,15 @@ int flit_xdp_detach(const char *ifname);
  * here and no pins of this namespace for that name. */
 int flit_xdp_status(const char *ifname, struct flit_xdp_status *st);
 
+/* Can this kernel replace a function of a loaded XDP program (freplace,
+ * BPF_PROG_TYPE_EXT), which libxdp's multi-program dispatcher needs?  Tried
+ * by loading flit's program (maps of one entry) and a copy of it as an
+ * extension of the first; a definite answer is kept for the process.  0:
+ * yes; the kernel's -errno for the extension: no (this machine: -EPERM,
+ * even as root), *unknown false.  *unknown true when flit's own program did
+ * not load (the -errno returned is that load's).  Not for hot paths. */
+int flit_xdp_freplace_probe(bool *unknown);
+
 /* Calls fn for each pin directory under FLIT_XDP_PIN_ROOT (any namespace),
  * in name order; stops and returns fn's value when not 0.  No bpffs or no
  * pin root: 0 without calls. */
