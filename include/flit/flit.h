@@ -248,7 +248,10 @@ struct flit_sub_opts {
 };
 
 /* Subscribe to `topic` (or a pattern).  Sources found before or after this
- * call are delivered from flit_ctx_poll().  NULL + errno on failure. */
+ * call are delivered from flit_ctx_poll().  NULL + errno on failure, among
+ * them a transport of context.transports that cannot start (an XDP program
+ * the kernel refuses, a missing capability, a missing interface):
+ * flit_errmsg() names it and why ("transport xdp: ... verifier: ..."). */
 FLIT_API flit_sub *flit_sub_new(flit_ctx *ctx, const char *topic,
 				const struct flit_sub_opts *opts);
 /* Stop delivery.  Must not be called from a callback of the same context. */
