@@ -198,7 +198,8 @@ static void probe_freplace(struct flit_feat *f)
 	if (unknown)
 		say(f, FLIT_FEAT_UNKNOWN, "flit's own program did not load (%s), so no "
 		    "extension of it could be tried%s", errname(-r),
-		    r == -EPERM || r == -EACCES ? ": needs CAP_BPF (or CAP_SYS_ADMIN)" : "");
+		    r == -EPERM ? ": needs CAP_BPF (or CAP_SYS_ADMIN)" :
+		    r == -EACCES ? ": the verifier refused it ('flit-loader attach' says why)" : "");
 	else if (r == 0)
 		say(f, FLIT_FEAT_YES, "an extension (freplace, BPF_PROG_TYPE_EXT) of flit's "
 		    "program loaded: libxdp's dispatcher can run flit beside other XDP "

@@ -86,6 +86,7 @@ static libxdp_print_fn_t saved_xdp_print;
 /* last warning of libbpf/libxdp and the verifier's reason from the last
  * load log, for error trails (written under quiet_lock) */
 static char last_warn[256];
+static bool last_warn_first;    /* last_warn is what a failure said first */
 static char last_verifier[FLIT_VLOG_REASON_MAX + 1];
 /* A load log printed in several calls (libbpf 0.x: marker, log, marker),
  * joined until its end marker; libbpf 1.x prints it in one.  Its tail only,
@@ -174,6 +175,12 @@ static bool keep_verifier_reason(const char *msg)
 	return true;
 }
 
+static bool is_echo(const char *msg)
+{
+	return strstr(msg, "failed to load object") || strstr(msg, "failed to load BPF skeleton") ||
+	       strstr(msg, "': failed to load: ");
+}
+
 __attribute__((format(printf, 2, 0)))
 static int forward(int is_warn, const char *fmt, va_list ap)
 {
@@ -184,10 +191,20 @@ static int forward(int is_warn, const char *fmt, va_list ap)
 		return 0;
 	while (n > 0 && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	/* libbpf's "raise 'ulimit -l'" guess is wrong here: the EPERM is a
-	 * missing capability or a refused program type */
-	if (is_warn && !keep_verifier_reason(msg) && !strstr(msg, "ulimit -l"))
-		first_line(last_warn, sizeof(last_warn), msg);
+	/* libbpf's "raise 'ulimit -l'" and "RLIMIT_MEMLOCK" guesses are wrong
+	 * here: the EPERM is a missing capability or a refused program type;
+	 * and what a failed load says first ("prog 'x': BPF program load
+	 * failed: ...") beats its echoes up the stack ("failed to load object",
+	 * "... BPF skeleton") */
+	if (is_warn && !keep_verifier_reason(msg) && !strstr(msg, "ulimit -l") &&
+	    !strstr(msg, "RLIMIT_MEMLOCK")) {
+		bool echo = is_echo(msg);
+
+		if (!echo || !last_warn_first) {
+			first_line(last_warn, sizeof(last_warn), msg);
+			last_warn_first = !echo;
+		}
+	}
 	flit_debug("%s", msg);
 	free(msg);
 	return n;
@@ -211,6 +228,7 @@ static void quiet_enter(void)
 	saved_bpf_print = libbpf_set_print(bpf_print);
 	saved_xdp_print = libxdp_set_print(xdp_print);
 	last_warn[0] = last_verifier[0] = '\0';
+	last_warn_first = false;
 }
 
 static void quiet_exit(void)
@@ -949,6 +967,7 @@ out:
 	flit_xdp__destroy(ext);
 	flit_xdp__destroy(tgt);
 	last_warn[0] = last_verifier[0] = '\0';
+	last_warn_first = false;
 	return err;
 }
 
