@@ -6,10 +6,13 @@
  * 6.18-style "R8 invalid mem access 'scalar'" with file:line, reasons of
  * several lines, a reason with no instruction, summary-only and empty logs,
  * logs cut with and without their reason, libbpf 0.x's markers, long lines
- * bounded — and from real ones: this kernel's log of a two-instruction
- * program, and flit's own program loaded as the wrong type through libbpf,
- * whose warning (one print call, both markers) is what the library parses.
- * The real loads need CAP_BPF: a skip without.
+ * bounded; logs out of a stream of libbpf warnings (one warning, libbpf
+ * 0.x's three, an end that never came, a log longer than what is kept) —
+ * and from real ones: this kernel's log of a one-instruction program, and
+ * flit's own program loaded as the wrong type through libbpf, whose
+ * warnings (the log in one print call, both markers) go through struct
+ * flit_vlog as the library's print callback sends them.  The real loads
+ * need CAP_BPF: a skip without.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -260,11 +263,90 @@ static void long_lines_are_bounded_and_marked(void **state)
 	assert_int_equal(strncmp(small, "math", 4), 0);
 }
 
+/* ---- logs out of a stream of warnings (struct flit_vlog) ------------------- */
+
+static void one_warning_log_is_read_at_once(void **state)
+{
+	struct flit_vlog v = { 0 };
+
+	assert_false(flit_vlog_feed(&v, "libbpf: prog 'flit_xdp_steer': BPF program load failed: Permission denied"));
+	assert_true(flit_vlog_feed(&v, log_618 + 0));
+	assert_null(v.buf);
+	assert_string_equal(v.reason, "R1 invalid mem access 'scalar' (insn 8 'r7 = *(u16 *)(r8 "
+			    "+12)', flit_xdp.bpf.c:200 'proto = *(__be16 *)(data + 12);')");
+	/* what follows is not a log, and leaves the reason */
+	assert_false(flit_vlog_feed(&v, "libbpf: failed to load object 'flit_xdp'"));
+	assert_non_null(strstr(v.reason, "invalid mem access"));
+	flit_vlog_reset(&v);
+	assert_string_equal(v.reason, "");
+}
+
+static void log_in_three_warnings_is_joined(void **state)
+{
+	/* libbpf 0.x, as forwarded (trailing newlines stripped) */
+	struct flit_vlog v = { 0 };
+
+	assert_true(flit_vlog_feed(&v, "libbpf: -- BEGIN DUMP LOG ---"));
+	assert_string_equal(v.reason, "");
+	assert_true(flit_vlog_feed(&v, "libbpf: \n"
+				   "; if (data + 16 > data_end)\n"
+				   "12: (71) r2 = *(u8 *)(r8 +14)\n"
+				   "invalid access to packet, off=14 size=1, R8(id=0,off=14,r=14)\n"
+				   "R8 offset is outside of the packet\n"
+				   "processed 13 insns (limit 1000000) max_states_per_insn 0 total_states 1 peak_states 1 mark_read 1\n"));
+	assert_non_null(v.buf);
+	assert_true(flit_vlog_feed(&v, "libbpf: -- END LOG --"));
+	assert_null(v.buf);
+	assert_string_equal(v.reason, "invalid access to packet, off=14 size=1, R8(id=0,off=14,r=14); "
+			    "R8 offset is outside of the packet (insn 12 'r2 = *(u8 *)(r8 +14)', "
+			    "source 'if (data + 16 > data_end)')");
+	assert_false(flit_vlog_feed(&v, "libbpf: load bpf program failed: Permission denied"));
+	flit_vlog_reset(&v);
+}
+
+static void log_whose_end_never_came_is_read_as_cut(void **state)
+{
+	struct flit_vlog v = { 0 };
+
+	assert_true(flit_vlog_feed(&v, "libbpf: -- BEGIN DUMP LOG ---"));
+	assert_true(flit_vlog_feed(&v, "151: (0f) r3 += r1\n"
+				   "math between pkt pointer and register with unbounded min value is not allowed"));
+	flit_vlog_flush(&v);
+	assert_null(v.buf);
+	assert_string_equal(v.reason, "math between pkt pointer and register with unbounded min "
+			    "value is not allowed (insn 151 'r3 += r1') [log cut off]");
+	/* a new log starts afresh */
+	assert_true(flit_vlog_feed(&v, "libbpf: -- BEGIN DUMP LOG ---"));
+	assert_string_equal(v.reason, "");
+	flit_vlog_reset(&v);
+	assert_null(v.buf);
+}
+
+static void long_joined_log_keeps_its_tail(void **state)
+{
+	/* more than FLIT_VLOG_KEEP of trace: the reason at the end survives */
+	struct flit_vlog v = { 0 };
+	char line[128];
+
+	assert_true(flit_vlog_feed(&v, "libbpf: -- BEGIN DUMP LOG ---"));
+	for (unsigned i = 0; i < 2 * FLIT_VLOG_KEEP / 64; i++) {
+		snprintf(line, sizeof(line), "%u: (bf) r1 = r2                 ; R1_w=scalar() R2=scalar()", i);
+		assert_true(flit_vlog_feed(&v, line));
+		assert_true(v.len <= FLIT_VLOG_KEEP + sizeof(line));
+	}
+	assert_true(flit_vlog_feed(&v, "R2 !read_ok"));
+	assert_true(flit_vlog_feed(&v, "libbpf: -- END LOG --"));
+	assert_int_equal(strncmp(v.reason, "R2 !read_ok (insn ", 18), 0);
+	assert_has(v.reason, "'r1 = r2'");
+	flit_vlog_reset(&v);
+}
+
 /* ---- this kernel's logs --------------------------------------------------- */
 
 static char *printed;           /* libbpf's warnings, joined */
 static int prints_with_log;     /* print calls that held a BEGIN marker */
 static int prints_with_both;    /* ... and its END marker too */
+static struct flit_vlog fed;    /* each warning fed as the library does */
 
 __attribute__((format(printf, 2, 0)))
 static int collect(enum libbpf_print_level lvl, const char *fmt, va_list ap)
@@ -273,6 +355,7 @@ static int collect(enum libbpf_print_level lvl, const char *fmt, va_list ap)
 
 	if (lvl != LIBBPF_WARN || vasprintf(&m, fmt, ap) < 0)
 		return 0;
+	flit_vlog_feed(&fed, m);
 	if (strstr(m, "-- BEGIN PROG LOAD LOG --")) {
 		prints_with_log++;
 		prints_with_both += strstr(m, "-- END PROG LOAD LOG --") != NULL;
@@ -335,6 +418,9 @@ static void this_kernels_refusal_of_flit_program_through_libbpf(void **state)
 	assert_lacks(out, "processed");
 	assert_has(out, "(insn ");
 	assert_has(out, "flit_xdp.bpf.c:");      /* clang -g: line info */
+	flit_vlog_flush(&fed);
+	assert_string_equal(fed.reason, out);
+	flit_vlog_reset(&fed);
 	free(printed);
 	printed = NULL;
 }
@@ -352,6 +438,10 @@ int main(void)
 		cmocka_unit_test(log_cut_before_its_reason_names_the_last_instruction),
 		cmocka_unit_test(libbpf_0x_markers_are_understood),
 		cmocka_unit_test(long_lines_are_bounded_and_marked),
+		cmocka_unit_test(one_warning_log_is_read_at_once),
+		cmocka_unit_test(log_in_three_warnings_is_joined),
+		cmocka_unit_test(log_whose_end_never_came_is_read_as_cut),
+		cmocka_unit_test(long_joined_log_keeps_its_tail),
 		cmocka_unit_test(this_kernels_log_of_a_bare_exit_names_r0),
 		cmocka_unit_test(this_kernels_refusal_of_flit_program_through_libbpf),
 	};

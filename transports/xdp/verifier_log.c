@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xdp/verifier_log.h"
@@ -271,4 +272,75 @@ int flit_vlog_reason(const char *log, char *out, size_t len)
 	if (cut)
 		puts_(out, len, &o, " [log cut off]");
 	return 1;
+}
+
+/* ---- joining a log printed in several warnings ------------------------------- */
+
+static bool has_mark(const char *msg, const char *const *marks)
+{
+	return strstr(msg, marks[0]) || strstr(msg, marks[1]);
+}
+
+static void drop(struct flit_vlog *v)
+{
+	free(v->buf);
+	v->buf = NULL;
+	v->len = 0;
+}
+
+static void add(struct flit_vlog *v, const char *msg)
+{
+	size_t n = strlen(msg);
+	bool nl = n && msg[n - 1] == '\n';
+	char *b = realloc(v->buf, v->len + n + 2);
+
+	if (!b)
+		return;
+	v->buf = b;
+	memcpy(v->buf + v->len, msg, n);
+	v->len += n;
+	if (!nl)
+		v->buf[v->len++] = '\n';
+	v->buf[v->len] = '\0';
+	if (v->len > FLIT_VLOG_KEEP) {
+		/* the begin marker's line, then the tail */
+		size_t head = strcspn(v->buf, "\n") + 1, tail = FLIT_VLOG_KEEP / 2;
+
+		memmove(v->buf + head, v->buf + v->len - tail, tail + 1);
+		v->len = head + tail;
+	}
+}
+
+void flit_vlog_flush(struct flit_vlog *v)
+{
+	if (v->buf) {
+		flit_vlog_reason(v->buf, v->reason, sizeof(v->reason));
+		drop(v);
+	}
+}
+
+bool flit_vlog_feed(struct flit_vlog *v, const char *msg)
+{
+	bool begins = has_mark(msg, begin_marks), ends = has_mark(msg, end_marks);
+
+	if (begins) {
+		drop(v);
+		v->reason[0] = '\0';
+		if (ends) {     /* libbpf 1.x: all of it in one warning */
+			flit_vlog_reason(msg, v->reason, sizeof(v->reason));
+			return true;
+		}
+	} else if (!v->buf) {
+		return false;
+	}
+	add(v, msg);
+	if (ends)
+		flit_vlog_flush(v);
+	return true;
+}
+
+void flit_vlog_reset(struct flit_vlog *v)
+{
+	drop(v);
+	v->reason[0] = '\0';
 }

@@ -18,7 +18,7 @@
  * libbpf (1.x, this machine's 1.1.2) prints the whole log in one warning,
  * "prog 'NAME': -- BEGIN PROG LOAD LOG --\n<log>-- END PROG LOAD LOG --\n";
  * libbpf 0.x printed "-- BEGIN DUMP LOG ---", the log and "-- END LOG --"
- * in three calls (the caller joins them).  A log without its end marker was
+ * in three calls (struct flit_vlog joins them).  A log without its end marker was
  * cut (a print callback or buffer that kept only part of it); the kernel
  * itself keeps the tail of a log too long for its buffer since Linux 6.4
  * (the reason survives), the head before (the reason is lost).
@@ -26,6 +26,7 @@
 #ifndef FLIT_VERIFIER_LOG_H
 #define FLIT_VERIFIER_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Longest text flit_vlog_reason() writes (NUL excluded), whatever len. */
@@ -42,5 +43,27 @@
  * out is then "" (empty log, or only summary lines), or, for a log cut
  * before its reason, "log cut off before the reason, after insn N ...". */
 int flit_vlog_reason(const char *log, char *out, size_t len);
+
+/* Load logs out of a stream of libbpf warnings, one print call at a time.
+ * A warning holding a begin marker starts a log; with its end marker too
+ * (libbpf 1.x) it is read at once, else (0.x) the warnings are joined until
+ * the end marker, keeping the begin marker's line and the last
+ * FLIT_VLOG_KEEP / 2 bytes past FLIT_VLOG_KEEP (the reason is at the end).
+ * reason: flit_vlog_reason() of the last log read, "" before any (or when
+ * it had none).  Zero-initialize; flit_vlog_reset() frees. */
+#define FLIT_VLOG_KEEP (256u << 10)
+struct flit_vlog {
+	char *buf;              /* a log begun and not ended yet, or NULL */
+	size_t len;
+	char reason[FLIT_VLOG_REASON_MAX + 1];
+};
+
+/* msg (one warning, NUL-terminated): whether it was part of a load log. */
+bool flit_vlog_feed(struct flit_vlog *v, const char *msg);
+/* A log begun and not ended is read as it is (cut: flit_vlog_reason() says
+ * so); nothing else changes. */
+void flit_vlog_flush(struct flit_vlog *v);
+/* Forget everything, reason included. */
+void flit_vlog_reset(struct flit_vlog *v);
 
 #endif /* FLIT_VERIFIER_LOG_H */

@@ -83,17 +83,11 @@ struct flit_xdp_owner {
 static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
 static libbpf_print_fn_t saved_bpf_print;
 static libxdp_print_fn_t saved_xdp_print;
-/* last warning of libbpf/libxdp and the verifier's reason from the last
- * load log, for error trails (written under quiet_lock) */
+/* last warning of libbpf/libxdp, and the load logs among the warnings
+ * (verifier_log.h), for error trails (under quiet_lock) */
 static char last_warn[256];
 static bool last_warn_first;    /* last_warn is what a failure said first */
-static char last_verifier[FLIT_VLOG_REASON_MAX + 1];
-/* A load log printed in several calls (libbpf 0.x: marker, log, marker),
- * joined until its end marker; libbpf 1.x prints it in one.  Its tail only,
- * past VLOG_KEEP bytes: the reason is at the end. */
-#define VLOG_KEEP (256u << 10)
-static char *vlog;
-static size_t vlog_len;
+static struct flit_vlog vlog;
 
 static void first_line(char *dst, size_t len, const char *src)
 {
@@ -103,76 +97,6 @@ static void first_line(char *dst, size_t len, const char *src)
 		n = len - 1;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
-}
-
-static bool log_begins(const char *msg)
-{
-	return strstr(msg, "-- BEGIN PROG LOAD LOG --") || strstr(msg, "-- BEGIN DUMP LOG ---");
-}
-
-static bool log_ends(const char *msg)
-{
-	return strstr(msg, "-- END PROG LOAD LOG --") || strstr(msg, "-- END LOG --");
-}
-
-static void vlog_drop(void)
-{
-	free(vlog);
-	vlog = NULL;
-	vlog_len = 0;
-}
-
-/* The verifier's reason from a joined log; a log still open has lost its
- * end (flit_vlog_reason() says so). */
-static void vlog_parse(void)
-{
-	if (vlog) {
-		flit_vlog_reason(vlog, last_verifier, sizeof(last_verifier));
-		vlog_drop();
-	}
-}
-
-static void vlog_add(const char *msg, size_t n)
-{
-	char *b = realloc(vlog, vlog_len + n + 2);
-
-	if (!b)
-		return;
-	vlog = b;
-	memcpy(vlog + vlog_len, msg, n);
-	vlog_len += n;
-	vlog[vlog_len++] = '\n';
-	vlog[vlog_len] = '\0';
-	if (vlog_len > VLOG_KEEP) {
-		/* the begin marker's line, then the tail */
-		size_t head = strcspn(vlog, "\n") + 1, tail = VLOG_KEEP / 2;
-
-		memmove(vlog + head, vlog + vlog_len - tail, tail + 1);
-		vlog_len = head + tail;
-	}
-}
-
-/* A warning that holds (part of) a program load log: the verifier's
- * reason goes to last_verifier (verifier_log.h).  Returns whether msg was
- * part of a log. */
-static bool keep_verifier_reason(const char *msg)
-{
-	bool begins = log_begins(msg), ends = log_ends(msg);
-
-	if (begins) {
-		vlog_drop();
-		last_verifier[0] = '\0';
-		if (ends) {     /* libbpf 1.x: all of it in one message */
-			flit_vlog_reason(msg, last_verifier, sizeof(last_verifier));
-			return true;
-		}
-	} else if (!vlog) {
-		return false;
-	}
-	vlog_add(msg, strlen(msg));
-	if (ends)
-		vlog_parse();
-	return true;
 }
 
 static bool is_echo(const char *msg)
@@ -196,7 +120,7 @@ static int forward(int is_warn, const char *fmt, va_list ap)
 	 * and what a failed load says first ("prog 'x': BPF program load
 	 * failed: ...") beats its echoes up the stack ("failed to load object",
 	 * "... BPF skeleton") */
-	if (is_warn && !keep_verifier_reason(msg) && !strstr(msg, "ulimit -l") &&
+	if (is_warn && !flit_vlog_feed(&vlog, msg) && !strstr(msg, "ulimit -l") &&
 	    !strstr(msg, "RLIMIT_MEMLOCK")) {
 		bool echo = is_echo(msg);
 
@@ -227,13 +151,13 @@ static void quiet_enter(void)
 	pthread_mutex_lock(&quiet_lock);
 	saved_bpf_print = libbpf_set_print(bpf_print);
 	saved_xdp_print = libxdp_set_print(xdp_print);
-	last_warn[0] = last_verifier[0] = '\0';
+	last_warn[0] = '\0';
 	last_warn_first = false;
+	flit_vlog_reset(&vlog);
 }
 
 static void quiet_exit(void)
 {
-	vlog_drop();
 	libbpf_set_print(saved_bpf_print);
 	libxdp_set_print(saved_xdp_print);
 	pthread_mutex_unlock(&quiet_lock);
@@ -245,9 +169,9 @@ static void quiet_exit(void)
  * "" if none */
 static const char *warn_suffix(char *buf, size_t len)
 {
-	vlog_parse();   /* a log whose end never came */
-	if (last_verifier[0])
-		snprintf(buf, len, ": verifier: %s", last_verifier);
+	flit_vlog_flush(&vlog);  /* a log whose end never came */
+	if (vlog.reason[0])
+		snprintf(buf, len, ": verifier: %s", vlog.reason);
 	else if (last_warn[0])
 		snprintf(buf, len, ": %s", last_warn);
 	else
@@ -966,8 +890,9 @@ static int freplace_probe(bool *unknown)
 out:
 	flit_xdp__destroy(ext);
 	flit_xdp__destroy(tgt);
-	last_warn[0] = last_verifier[0] = '\0';
+	last_warn[0] = '\0';
 	last_warn_first = false;
+	flit_vlog_reset(&vlog);
 	return err;
 }
 
