@@ -199,7 +199,7 @@ static void probe_freplace(struct flit_feat *f)
 		say(f, FLIT_FEAT_UNKNOWN, "flit's own program did not load (%s), so no "
 		    "extension of it could be tried%s", errname(-r),
 		    r == -EPERM ? ": needs CAP_BPF (or CAP_SYS_ADMIN)" :
-		    r == -EACCES ? ": the verifier refused it ('flit-loader attach' says why)" : "");
+		    ": 'flit-loader attach' says why");
 	else if (r == 0)
 		say(f, FLIT_FEAT_YES, "an extension (freplace, BPF_PROG_TYPE_EXT) of flit's "
 		    "program loaded: libxdp's dispatcher can run flit beside other XDP "
@@ -408,7 +408,7 @@ int flit_xdp_iface_feats(const char *ifname, struct flit_xdp_iface_feats *f)
 		    "answer for %s: %s", ifname, errname(-err));
 	else if (f->xdp & FLIT_NETDEV_XDP_XSK_ZEROCOPY)
 		say(&f->zerocopy, FLIT_FEAT_YES, "%s advertises xsk-zerocopy (up to %u "
-		    "segments a frame)", drv, f->zc_max_segs);
+		    "segment%s a frame)", drv, f->zc_max_segs, f->zc_max_segs == 1 ? "" : "s");
 	else
 		say(&f->zerocopy, FLIT_FEAT_NO, "%s does not advertise xsk-zerocopy "
 		    "(xdp-features: %s): AF_XDP runs in copy mode", drv,
