@@ -3,7 +3,9 @@
  * Timestamps (userspace/tstamp.c, include/flit/tstamp.h, userspace/txts.h):
  *
  * Without privilege: the PHC offset and conversion arithmetic on synthetic
- * samples, the transmit-stamp ring (datagram numbering, lookups), and the
+ * samples, the transmit-stamp ring (datagram numbering, lookups), which of
+ * a socket's stamps a message or datagram carries and the kind it is flagged
+ * with (flit_ts_pick: hardware only where set up and given), and the
  * answers for an interface that does not exist.
  *
  * As root, on a veth pair in two network namespaces this process makes
@@ -240,6 +242,33 @@ static void txts_ring_counts_a_batched_frame_as_its_messages(void **state)
 	assert_int_equal(flit_txts_lookup(t, 43, &out), -ENOENT);
 	assert_int_equal(flit_txts_lookup(t, 39, &out), -ENOENT);
 	free(t);
+}
+
+/* The kind a stamp is flagged with comes from what it is, not from what
+ * was set up: qemu's e1000e accepts SIOCSHWTSTAMP and never stamps, so its
+ * "hardware" sockets carry the kernel's software stamps, which must not be
+ * flagged hardware (tools label their samples by these flags). */
+static void a_stamp_is_hardware_only_in_hardware_mode_and_when_the_nic_gave_one(void **state)
+{
+	(void)state;
+	uint32_t fl = 99;
+
+	/* hardware mode, the NIC stamped: its stamp */
+	assert_true(flit_ts_pick(FLIT_TS_HARDWARE, 100, 200, &fl) == 200);
+	assert_int_equal(fl, FLIT_TXTS_HARDWARE);
+	/* hardware mode, no NIC stamp (0): the kernel's, flagged software */
+	assert_true(flit_ts_pick(FLIT_TS_HARDWARE, 100, 0, &fl) == 100);
+	assert_int_equal(fl, FLIT_TXTS_SOFTWARE);
+	/* software mode: whatever is in the raw-hardware slot is ignored */
+	assert_true(flit_ts_pick(FLIT_TS_SOFTWARE, 100, 200, &fl) == 100);
+	assert_int_equal(fl, FLIT_TXTS_SOFTWARE);
+	/* neither stamp: none, in either mode */
+	assert_true(flit_ts_pick(FLIT_TS_HARDWARE, 0, 0, &fl) == 0);
+	assert_int_equal(fl, 0);
+	assert_true(flit_ts_pick(FLIT_TS_SOFTWARE, 0, 200, &fl) == 0);
+	assert_int_equal(fl, 0);
+	assert_true(flit_ts_pick(FLIT_TS_NONE, 100, 200, &fl) == 100);
+	assert_int_equal(fl, FLIT_TXTS_SOFTWARE);
 }
 
 /* ---- interfaces that do not exist ------------------------------------------------- */
@@ -742,6 +771,7 @@ int main(void)
 		cmocka_unit_test(phc_to_tsc_follows_the_calibration),
 		cmocka_unit_test(txts_ring_numbers_every_datagram_and_remembers_first_transmissions),
 		cmocka_unit_test(txts_ring_counts_a_batched_frame_as_its_messages),
+		cmocka_unit_test(a_stamp_is_hardware_only_in_hardware_mode_and_when_the_nic_gave_one),
 		cmocka_unit_test(a_bad_interface_name_is_enodev_with_a_message),
 		cmocka_unit_test(tx_stamps_are_refused_where_there_are_none),
 	};

@@ -695,13 +695,17 @@ int flit_txts_drain(struct flit_txts *t, int fd, unsigned max)
 			return total ? total : n;
 		for (int i = 0; i < n; i++) {
 			struct flit_txts_ent *e = &t->e[r[i].key & (FLIT_TXTS_RING - 1)];
+			uint32_t fl;
+			uint64_t ts = flit_ts_pick(t->kind, r[i].sw_ns, r[i].hw_ns, &fl);
 			t->stamps++;
 			if (!e->used || e->key != r[i].key) {
 				t->unmatched++;   /* a control frame, or forgotten */
 				continue;
 			}
-			e->ts = r[i].hw_ns ? r[i].hw_ns : r[i].sw_ns;
-			e->flags = r[i].hw_ns ? FLIT_TXTS_HARDWARE : FLIT_TXTS_SOFTWARE;
+			if (!ts)
+				continue;         /* a NIC stamp outside hardware mode only */
+			e->ts = ts;
+			e->flags = fl;
 			uint32_t idx = r[i].key & (FLIT_TXTS_RING - 1);
 			if (!t->any || (int32_t)(r[i].key - t->e[t->newest].key) > 0) {
 				t->newest = idx;

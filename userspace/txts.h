@@ -79,6 +79,26 @@ struct flit_txts_rec {
 	uint64_t hw_ns;      /* raw hardware stamp (PHC), 0 none */
 };
 
+/* Which of a socket's two stamps a message or datagram carries, and its
+ * kind: the NIC's (FLIT_TXTS_HARDWARE) only where hardware stamping is in
+ * effect (kind FLIT_TS_HARDWARE) and the NIC gave one (non-zero), else the
+ * kernel's software stamp (FLIT_TXTS_SOFTWARE), else none (0, *flags 0).
+ * The socket's raw-hardware slot is not trusted outside hardware mode: the
+ * kernel fills it whenever an skb carries anything there (on veth, the
+ * TX-metadata pointer of an AF_XDP frame), and a NIC another program (ptp4l)
+ * set up stamps every socket's packets.  A hardware mode whose NIC gives no
+ * stamp (a driver that accepts SIOCSHWTSTAMP and never stamps, qemu's
+ * e1000e) thus yields software stamps, flagged so. */
+static inline uint64_t flit_ts_pick(int kind, uint64_t sw_ns, uint64_t hw_ns, uint32_t *flags)
+{
+	if (kind == FLIT_TS_HARDWARE && hw_ns) {
+		*flags = FLIT_TXTS_HARDWARE;
+		return hw_ns;
+	}
+	*flags = sw_ns ? FLIT_TXTS_SOFTWARE : 0;
+	return sw_ns;
+}
+
 /* Read up to n stamps from fd's error queue without blocking: how many
  * (0: none queued), or -errno.  Queued entries that are not transmit stamps
  * (ICMP errors with IP_RECVERR) are skipped. */

@@ -794,13 +794,12 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 		if (FLIT_UNLIKELY((h.flags & FLIT_FF_RETX) && !flit_rel_rx_started(s->rel)))
 			return 0; /* a late joiner starts on live data, not on repairs for others */
 		s->cur = p;
-		/* a NIC stamp only where one is in effect: the socket reports
-		 * raw hardware stamps whenever an skb carries any, and an skb
-		 * an AF_XDP socket sent through veth carries its TX-metadata
-		 * pointer where a hardware stamp would be */
-		uint64_t hw = tp->ts.rx == FLIT_TS_HARDWARE ? d->rx_ts_hw_ns : 0;
-		s->cur_ts = hw ? hw : d->rx_ts_ns;
-		s->cur_ts_flags = hw ? FLIT_MSGF_RECV_TS_HW : d->rx_ts_ns ? FLIT_MSGF_RECV_TS_KERNEL : 0;
+		/* a NIC stamp only where one is in effect and given, else the
+		 * kernel's (flit_ts_pick) */
+		uint32_t tsk;
+		s->cur_ts = flit_ts_pick(tp->ts.rx, d->rx_ts_ns, d->rx_ts_hw_ns, &tsk);
+		s->cur_ts_flags = tsk == FLIT_TXTS_HARDWARE ? FLIT_MSGF_RECV_TS_HW :
+				  tsk ? FLIT_MSGF_RECV_TS_KERNEL : 0;
 		int n = flit_rel_rx_data(s->rel, p, h.len, h.seq, h.count, now);
 		s->cur = NULL;
 		uint64_t dl = flit_rel_rx_deadline(s->rel);
@@ -2006,7 +2005,11 @@ static void ts_setup(struct flit_tp *tp, bool xdp)
 	flit_warn("udp: hardware timestamps asked for but not available: %s; using software stamps", t->why);
 }
 
-/* "; stamps rx software, tx software (hardware asked for, not available: ...)" */
+/* "; stamps: rx software, tx software (hardware asked for, not available:
+ * ...)", or where the driver accepted hardware stamping "; stamps set up: rx
+ * hardware, tx hardware on eth1 (the NIC's where it gives one, else the
+ * kernel's)": a set-up, not what the stamps were (a driver may accept and
+ * never stamp); each message and transmit stamp says its own kind. */
 static void ts_describe(struct flit_tp *tp)
 {
 	const struct flit_ts_status *t = &tp->ts;
@@ -2014,10 +2017,18 @@ static void ts_describe(struct flit_tp *tp)
 
 	if (!t->rx_asked && !t->tx_asked)
 		return;
-	snprintf(tp->desc + l, sizeof(tp->desc) - l, "; stamps: rx %s, tx %s%s%s%s",
-		 flit_ts_kind_name(t->rx), flit_ts_kind_name(t->tx),
-		 t->why[0] ? " (hardware asked for, not available: " : "", t->why,
-		 t->why[0] ? ")" : "");
+	if (t->rx == FLIT_TS_HARDWARE || t->tx == FLIT_TS_HARDWARE)
+		snprintf(tp->desc + l, sizeof(tp->desc) - l, "; stamps set up: rx %s, tx %s%s%s "
+			 "(the NIC's where it gives one, else the kernel's)%s%s%s",
+			 flit_ts_kind_name(t->rx), flit_ts_kind_name(t->tx),
+			 t->ifname[0] ? " on " : "", t->ifname,
+			 t->why[0] ? " (hardware asked for, not available: " : "", t->why,
+			 t->why[0] ? ")" : "");
+	else
+		snprintf(tp->desc + l, sizeof(tp->desc) - l, "; stamps: rx %s, tx %s%s%s%s",
+			 flit_ts_kind_name(t->rx), flit_ts_kind_name(t->tx),
+			 t->why[0] ? " (hardware asked for, not available: " : "", t->why,
+			 t->why[0] ? ")" : "");
 }
 
 static int udp_ts_status(const struct flit_tp *tp, struct flit_ts_status *out)
