@@ -5,12 +5,17 @@
 #   - --timestamps software: the run reports one-way latencies separately from
 #     RTT/2 (JSON "one_way" with ping_to_pong, pong_to_ping and
 #     ping_to_pong_wire samples, "ts_clock": "realtime", the same host's
-#     clock: "one_way_valid"), and the table shows the 1w-* rows;
+#     clock: "one_way_valid"), and the table shows the 1w-* rows; the
+#     header's "stamps seen" lines and JSON "ts_rx_seen", "ts_pong_rx_seen",
+#     "ts_tx_seen" count every sample's stamps as software (kernel);
 #   - --timestamps hardware: veth has no hardware stamps: the run still
 #     completes (exit 0) with software stamps, and says "hardware stamps
 #     asked for but not available" with the reason (driver refuses
 #     SIOCSHWTSTAMP on eth0; without context.udp.interface: that it is
-#     needed), in the header and in JSON "ts_hw_unavailable";
+#     needed), in the header and in JSON "ts_hw_unavailable"; what the
+#     samples were is counted (0 hardware, all software, "ts_hw_missing"),
+#     and nothing in the header or JSON says hardware was set up or seen
+#     (tests/test_ts_labels_vm.sh: the same where the driver accepts);
 #   - --timestamps on shm uses the library's stamps and says so;
 #   - a bad --timestamps value is a usage error (exit 2).
 # Uses $FLIT_TOOLS_DIR/flit-pong (tests/run-tests.sh sets it).
@@ -52,6 +57,8 @@ assert ow["pong_to_ping"]["n"] == 2000 and ow["pong_to_ping"]["to"] == "ping rx 
 assert ow["ping_to_pong"]["n"] == 2000, ow
 assert ow["ping_to_pong_wire"]["n"] == 0, ow
 assert o["ts_clock"] == "realtime", o
+assert o["ts_rx_seen"] == {"hardware": 0, "software": 0, "library": 2000, "none": 0}, o
+assert o["ts_tx"] == "none" and "ts_tx_seen" not in o, o
 EOF
   grep -q "no stamp settings of its own" "$tmp/shm.err" || fail "shm: the header does not say the transport has no stamps"
 else
@@ -78,7 +85,14 @@ o = json.loads(open(sys.argv[1]).read())
 assert o["p50_ns"] > 0 and o["count"] == 3000, o          # RTT/2 as before
 assert o["timestamps"] == "software" and o["ts_clock"] == "realtime", o
 assert o["ts_rx"] == "software" and o["ts_tx"] == "software", o
-assert "ts_hw_unavailable" not in o, o
+assert o["ts_rx_set_up"] == "software" and o["ts_tx_set_up"] == "software", o
+assert "ts_hw_unavailable" not in o and "ts_hw_missing" not in o, o
+# what each sample's stamps were: the kernel's software ones
+assert o["ts_rx_seen"] == {"hardware": 0, "software": 3000, "library": 0, "none": 0}, o
+assert o["ts_pong_rx_seen"] == {"hardware": 0, "software": 3000, "library": 0, "none": 0}, o
+tx = o["ts_tx_seen"]
+assert tx["hardware"] == 0 and tx["library"] == 0 and tx["software"] >= 2900, o
+assert tx["software"] + tx["none"] == 3000, o
 assert o["one_way_valid"].startswith("same host"), o
 ow = o["one_way"]
 for k, to in (("ping_to_pong", "pong rx kernel"), ("pong_to_ping", "ping rx kernel"),
@@ -94,8 +108,14 @@ print("# one-way p50 (ns): fwd %.0f, back %.0f, wire %.0f; RTT/2 p50 %.0f" % (
     ow["ping_to_pong"]["p50_ns"], ow["pong_to_ping"]["p50_ns"],
     ow["ping_to_pong_wire"]["p50_ns"], o["p50_ns"]))
 EOF
-  grep -q "timestamps: software asked for; this side stamps receive software, transmit software" "$tmp/sw.err" ||
-    fail "software: header does not name the stamps"
+  grep -q "timestamps: software asked for; set up: receive software, transmit software$" "$tmp/sw.err" ||
+    fail "software: header does not name the stamps set up"
+  for site in "receive (ping side)" "receive (pong side)"; do
+    grep -qxF "# stamps seen, $site: 3000 software (kernel)" "$tmp/sw.err" ||
+      { fail "software: no 'stamps seen, $site: 3000 software (kernel)'"; grep "stamps seen" "$tmp/sw.err" | sed 's/^/    | /'; }
+  done
+  grep -qE "^# stamps seen, transmit \(ping side\): [0-9]+ software \(kernel\)(, [0-9]+ none)?$" "$tmp/sw.err" ||
+    { fail "software: no 'stamps seen, transmit' line"; grep "stamps seen" "$tmp/sw.err" | sed 's/^/    | /'; }
   grep -q "clock realtime" "$tmp/sw.err" || fail "software: header does not name the one-way clock"
 else
   fail "flit-pong -t udp --timestamps software exited $?"; sed 's/^/    | /' "$tmp/sw.err" | tail -8
@@ -122,9 +142,28 @@ o = json.loads(open(sys.argv[1]).read())
 assert o["timestamps"] == "hardware", o
 assert "no hardware timestamping" in o["ts_hw_unavailable"], o
 assert o["ts_rx"] == "software" and o["ts_tx"] == "software", o
+assert o["ts_rx_set_up"] == "software" and o["ts_tx_set_up"] == "software", o
 assert o["one_way"]["ping_to_pong_wire"]["n"] >= 2900, o
 assert o["one_way"]["ping_to_pong_wire"]["clock"] == "realtime", o
+# the samples: software, none hardware, and said so
+for k in ("ts_rx_seen", "ts_pong_rx_seen", "ts_tx_seen"):
+    assert o[k]["hardware"] == 0 and o[k]["software"] >= 2900, (k, o[k])
+for site in ("receive (ping side): hardware asked for, not available: 0 of 3000",
+             "receive (pong side): hardware asked for, but 0 of 3000",
+             "transmit (ping side): hardware asked for, not available: 0 of 3000"):
+    assert site in o["ts_hw_missing"], (site, o["ts_hw_missing"])
+assert "rx hardware" not in o["setup"] and "tx hardware" not in o["setup"], o
+for d in o["one_way"].values():
+    assert "hardware" not in d.get("from", "") + d.get("to", "") and d.get("clock", "realtime") == "realtime", d
 EOF
+  # the header: no line says hardware was set up or seen
+  grep -q "timestamps: hardware asked for; set up on eth0: receive software, transmit software$" "$tmp/hw.err" ||
+    { fail "hardware: the set-up line does not say software"; grep "timestamps:" "$tmp/hw.err" | sed 's/^/    | /'; }
+  grep -qxF "# stamps seen, receive (ping side): hardware asked for, not available: 0 of 3000 samples carried a hardware stamp: 3000 software (kernel)" "$tmp/hw.err" ||
+    { fail "hardware: no 'stamps seen' line saying the samples were software"; grep "stamps seen" "$tmp/hw.err" | sed 's/^/    | /'; }
+  if grep -E "(receive|transmit|rx|tx) hardware|[0-9] hardware" "$tmp/hw.err" >"$tmp/claims"; then
+    fail "hardware: the header claims hardware stamps"; sed 's/^/    | /' "$tmp/claims"
+  fi
 else
   fail "flit-pong -t udp --timestamps hardware exited $?"; sed 's/^/    | /' "$tmp/hw.err" | tail -8
 fi

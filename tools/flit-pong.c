@@ -570,26 +570,57 @@ static void ping_bye(struct side *p)
  *   wire  ping -> pong: the kernel's or NIC's transmit stamp of the ping's
  *         datagram (flit_pub_tx_stamp) -> the pong's receive stamp of the
  *         same kind (software: CLOCK_REALTIME; hardware: the NICs' PHCs).
- * Stamps are read after each round trip's clock stopped. */
+ * Each pair is classed by the stamps it really had (from -> to, clock); a
+ * series reports the class most of its pairs had and leaves the others out
+ * (counted), so that no figure mixes clocks.  Stamps are read after each
+ * round trip's clock stopped. */
 enum { OW_FWD, OW_BACK, OW_WIRE, OW_N };
 
 static const char *const ow_key[OW_N] = { "ping_to_pong", "pong_to_ping", "ping_to_pong_wire" };
 static const char *const ow_label[OW_N] = { "1w-fwd", "1w-back", "1w-wire" };
 
+/* A class of pairs: which stamps, which clock (pointers to literals). */
+struct ow_class {
+	const char *from, *to, *clock;
+	size_t n;
+};
+
+#define OW_CLASSES 4    /* back has 3 (ping rx hardware, kernel, library) */
+
 struct ow_series {
 	int64_t *v;
-	size_t n;
+	uint8_t *cls;           /* each value's class */
+	size_t n;               /* values (after ow_stats: those of the class reported) */
 	uint64_t missing;       /* rounds without a usable pair of stamps */
 	uint64_t negative;      /* < 0: the two clocks disagree */
-	const char *from, *to, *clock;
-	bool mixed;             /* the kinds of stamps changed during the run */
+	uint64_t left_out;      /* pairs of other classes than the one reported */
+	struct ow_class c[OW_CLASSES];
+	int nc;
+	const char *from, *to, *clock;  /* the class reported */
 	struct tool_stats st;
 };
+
+/* What each stamp of a sample was, decided from the stamp itself (the
+ * message's FLIT_MSGF_RECV_TS_*, the pong's tag, the transmit stamp's
+ * FLIT_TXTS_*), never from the set-up: a driver may accept hardware
+ * stamping and give no stamp (qemu's e1000e), and the library then hands
+ * out the kernel's software stamps, flagged so. */
+enum { SEEN_HW, SEEN_KERNEL, SEEN_LIBRARY, SEEN_NONE, SEEN_N };
+static const char *const seen_key[SEEN_N] = { "hardware", "software", "library", "none" };
+static const char *const seen_name[SEEN_N] = {
+	"hardware", "software (kernel)", "software (the library's, at delivery)", "none" };
+
+enum { SITE_PING_RX, SITE_PONG_RX, SITE_PING_TX, SITE_N };
+static const char *const site_name[SITE_N] = {
+	"receive (ping side)", "receive (pong side)", "transmit (ping side)" };
+static const char *const site_key[SITE_N] = { "ts_rx_seen", "ts_pong_rx_seen", "ts_tx_seen" };
 
 struct one_way {
 	struct ow_series s[OW_N];
 	struct flit_ts_status st;
 	bool have_st, tx;
+	uint64_t seen[SITE_N][SEEN_N];
+	bool site[SITE_N];      /* the site has samples to count */
 	flit_phc *phc;          /* the ping's NIC clock, for hardware receive stamps */
 	struct flit_phc_sync sync;
 	uint64_t synced_at;     /* round of the last sync */
@@ -600,11 +631,18 @@ struct one_way {
 static void ow_add(struct ow_series *s, int64_t v, const char *from, const char *to,
 		   const char *clock)
 {
-	if (s->n && (s->from != from || s->to != to || s->clock != clock))
-		s->mixed = true;
-	s->from = from;
-	s->to = to;
-	s->clock = clock;
+	int k = 0;
+
+	while (k < s->nc && (s->c[k].from != from || s->c[k].to != to || s->c[k].clock != clock))
+		k++;
+	if (k == OW_CLASSES) {          /* not reached: at most 3 classes a series */
+		s->missing++;
+		return;
+	}
+	if (k == s->nc)
+		s->c[s->nc++] = (struct ow_class){ from, to, clock, 0 };
+	s->c[k].n++;
+	s->cls[s->n] = (uint8_t)k;
 	s->v[s->n++] = v;
 }
 
@@ -614,11 +652,15 @@ static void ow_init(struct side *p, struct one_way *ow)
 
 	memset(ow, 0, sizeof(*ow));
 	for (int d = 0; d < OW_N; d++)
-		if (!(ow->s[d].v = calloc(o->count, sizeof(int64_t))))
+		if (!(ow->s[d].v = calloc(o->count, sizeof(int64_t))) ||
+		    !(ow->s[d].cls = calloc(o->count, 1)))
 			side_fail(p, "out of memory");
 	ow->st.sz = sizeof(ow->st);
 	ow->have_st = flit_ctx_ts_status(p->ctx, o->transport, &ow->st) == 0;
 	ow->tx = ow->have_st && ow->st.tx != FLIT_TS_NONE;
+	ow->site[SITE_PING_RX] = true;
+	ow->site[SITE_PONG_RX] = o->size >= TS_MIN_SIZE;
+	ow->site[SITE_PING_TX] = ow->tx;
 	if (ow->have_st && ow->st.rx == FLIT_TS_HARDWARE) {
 		ow->phc = flit_phc_open(ow->st.ifname);
 		if (!ow->phc)
@@ -646,23 +688,30 @@ static bool ow_phc_to_rt(struct one_way *ow, uint64_t round, uint64_t *ns)
 	return true;
 }
 
-/* After round trip `round` (message `seq`): add the pairs of stamps it got. */
+/* After round trip `round` (message `seq`): count what its stamps were and
+ * add the pairs it got. */
 static void ow_round(struct side *p, struct one_way *ow, uint64_t round)
 {
 	const struct ping_state *s = &p->st;
 	uint64_t code = s->peer_rx, prx = code & RXTAG_MASK;
 	const char *pto = code & RXTAG_HW ? "pong rx hardware" :
 			  code & RXTAG_KERN ? "pong rx kernel" : "pong rx library";
+	bool rx_hw = s->rx_flags & FLIT_MSGF_RECV_TS_HW;
+
+	ow->seen[SITE_PING_RX][!(s->rx_flags & FLIT_MSGF_RECV_TS) ? SEEN_NONE : rx_hw ? SEEN_HW :
+			       s->rx_flags & FLIT_MSGF_RECV_TS_KERNEL ? SEEN_KERNEL : SEEN_LIBRARY]++;
+	if (ow->site[SITE_PONG_RX])
+		ow->seen[SITE_PONG_RX][!code ? SEEN_NONE : code & RXTAG_HW ? SEEN_HW :
+				       code & RXTAG_KERN ? SEEN_KERNEL : SEEN_LIBRARY]++;
 
 	/* back: the reply's send stamp -> our receive stamp */
 	if ((s->rx_flags & FLIT_MSGF_SEND_TS) && (s->rx_flags & FLIT_MSGF_RECV_TS)) {
 		uint64_t rx = s->rx_ts;
-		bool hw = s->rx_flags & FLIT_MSGF_RECV_TS_HW;
-		if (!hw || ow_phc_to_rt(ow, round, &rx))
+		if (!rx_hw || ow_phc_to_rt(ow, round, &rx))
 			ow_add(&ow->s[OW_BACK], (int64_t)(rx - s->reply_send_ts), "pong send",
-			       hw ? "ping rx hardware" : s->rx_flags & FLIT_MSGF_RECV_TS_KERNEL ?
+			       rx_hw ? "ping rx hardware" : s->rx_flags & FLIT_MSGF_RECV_TS_KERNEL ?
 			       "ping rx kernel" : "ping rx library",
-			       hw ? "realtime (ping's PHC converted)" : "realtime");
+			       rx_hw ? "realtime (ping's PHC converted)" : "realtime");
 		else
 			ow->s[OW_BACK].missing++;
 	} else {
@@ -677,26 +726,39 @@ static void ow_round(struct side *p, struct one_way *ow, uint64_t round)
 	if (!ow->tx)
 		return;
 	struct flit_tx_stamp tx = { .sz = sizeof(tx) };
-	if (code && flit_pub_tx_stamp(p->pub, s->msg_seq, &tx) == 0) {
-		bool hw = tx.flags & FLIT_TXTS_HARDWARE;
-		if (hw ? (code & RXTAG_HW) != 0 : (code & RXTAG_KERN) != 0) {
-			ow_add(&ow->s[OW_WIRE], (int64_t)(prx - tx.ts_ns),
-			       hw ? "ping tx hardware" : "ping tx kernel", pto, hw ? "phc" : "realtime");
-			return;
-		}
-	}
-	ow->s[OW_WIRE].missing++;
+	bool got = flit_pub_tx_stamp(p->pub, s->msg_seq, &tx) == 0 && tx.ts_ns;
+	bool tx_hw = got && (tx.flags & FLIT_TXTS_HARDWARE);
+	ow->seen[SITE_PING_TX][!got ? SEEN_NONE : tx_hw ? SEEN_HW : SEEN_KERNEL]++;
+	if (got && code && (tx_hw ? (code & RXTAG_HW) != 0 : (code & RXTAG_KERN) != 0))
+		ow_add(&ow->s[OW_WIRE], (int64_t)(prx - tx.ts_ns),
+		       tx_hw ? "ping tx hardware" : "ping tx kernel", pto, tx_hw ? "phc" : "realtime");
+	else
+		ow->s[OW_WIRE].missing++;
 }
 
-/* Statistics of signed values: shifted by the minimum (exact), then back. */
+/* Statistics of the class most pairs had (the others are counted in
+ * left_out): signed values, shifted by the minimum (exact), then back. */
 static void ow_stats(struct ow_series *s)
 {
 	int64_t mn = INT64_MAX;
 	uint64_t *u = (uint64_t *)s->v;
+	size_t n = 0;
+	int best = 0;
 
 	memset(&s->st, 0, sizeof(s->st));
 	if (!s->n)
 		return;
+	for (int k = 1; k < s->nc; k++)
+		if (s->c[k].n > s->c[best].n)
+			best = k;
+	s->from = s->c[best].from;
+	s->to = s->c[best].to;
+	s->clock = s->c[best].clock;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->cls[i] == best)
+			s->v[n++] = s->v[i];
+	s->left_out = s->n - n;
+	s->n = n;
 	for (size_t i = 0; i < s->n; i++) {
 		if (s->v[i] < mn)
 			mn = s->v[i];
@@ -726,16 +788,80 @@ static const char *ow_clock(const struct one_way *ow)
 	return rt && phc ? "realtime+phc" : phc ? "phc" : rt ? "realtime" : "none";
 }
 
-/* Header lines ('#', after the run header): what was asked, what this side
- * stamps, whether the one-way figures mean anything. */
+static uint64_t seen_total(const uint64_t *c)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < SEEN_N; k++)
+		n += c[k];
+	return n;
+}
+
+/* The kind of a site's stamps: "hardware", "software", "library", "none"
+ * (no stamp at all), "mixed" (more than one kind; samples without a stamp
+ * do not make a mix). */
+static const char *seen_kind(const uint64_t *c)
+{
+	int k = SEEN_NONE, kinds = 0;
+
+	for (int i = 0; i < SEEN_NONE; i++)
+		if (c[i]) {
+			k = i;
+			kinds++;
+		}
+	return kinds > 1 ? "mixed" : seen_key[k];
+}
+
+/* "3000 software (kernel)", "296 software (kernel), 4 none" */
+static void seen_str(char *buf, size_t len, const uint64_t *c)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int k = 0; k < SEEN_N; k++)
+		if (c[k] && off < len)
+			off += (size_t)snprintf(buf + off, len - off, "%s%llu %s", off ? ", " : "",
+						(unsigned long long)c[k], seen_name[k]);
+	if (!off)
+		snprintf(buf, len, "no samples");
+}
+
+/* Hardware asked for and not every sample of `site` got a hardware stamp:
+ * say so, and why as far as this side knows ("accepted by the driver" only
+ * where this side's driver did accept).  Returns false if nothing to say. */
+static bool seen_hw_phrase(char *buf, size_t len, const struct options *o,
+			   const struct one_way *ow, int site)
+{
+	const uint64_t *c = ow->seen[site];
+	int set = !ow->have_st ? FLIT_TS_NONE : site == SITE_PING_TX ? ow->st.tx : ow->st.rx;
+	unsigned long long hw = c[SEEN_HW], n = seen_total(c);
+
+	if (o->ts != FLIT_TS_HARDWARE || hw == n || !ow->site[site])
+		return false;
+	snprintf(buf, len, site == SITE_PONG_RX ?
+		 "hardware asked for, but %llu of %llu samples carried a hardware stamp" :
+		 set == FLIT_TS_HARDWARE ? "hardware asked for and accepted by the driver, "
+		 "but %llu of %llu samples carried a hardware stamp" :
+		 "hardware asked for, not available: %llu of %llu samples carried a hardware stamp",
+		 hw, n);
+	return true;
+}
+
+/* Header lines ('#', after the run header): what was asked, what was set
+ * up, what the samples' stamps really were, whether the one-way figures
+ * mean anything. */
 static void ow_header(FILE *hdr, const struct options *o, const struct one_way *ow)
 {
 	const char *asked = flit_ts_kind_name(o->ts);
+	char b[256];
 
 	if (ow->have_st)
-		fprintf(hdr, "# timestamps: %s asked for; this side stamps receive %s, transmit %s%s%s\n",
-			     asked, flit_ts_kind_name(ow->st.rx), flit_ts_kind_name(ow->st.tx),
-			     ow->st.ifname[0] ? " on " : "", ow->st.ifname);
+		fprintf(hdr, "# timestamps: %s asked for; set up%s%s: receive %s, transmit %s%s\n",
+			     asked, ow->st.ifname[0] ? " on " : "", ow->st.ifname,
+			     flit_ts_kind_name(ow->st.rx), flit_ts_kind_name(ow->st.tx),
+			     ow->st.rx == FLIT_TS_HARDWARE || ow->st.tx == FLIT_TS_HARDWARE ?
+			     " (the driver accepted hardware stamping: what the samples carried "
+			     "is counted below)" : "");
 	else
 		fprintf(hdr, "# timestamps: %s asked for; the %s transport has no stamp settings "
 			     "of its own: the stamps messages carry are used (the library's "
@@ -747,6 +873,17 @@ static void ow_header(FILE *hdr, const struct options *o, const struct one_way *
 	else if (o->ts == FLIT_TS_HARDWARE && !ow->have_st)
 		fprintf(hdr, "# timestamps: hardware stamps asked for but not available "
 			     "(the %s transport has none); using the library's stamps\n", o->transport);
+	for (int site = 0; site < SITE_N; site++) {
+		char why[160];
+
+		if (!ow->site[site])
+			continue;
+		seen_str(b, sizeof(b), ow->seen[site]);
+		if (seen_hw_phrase(why, sizeof(why), o, ow, site))
+			fprintf(hdr, "# stamps seen, %s: %s: %s\n", site_name[site], why, b);
+		else
+			fprintf(hdr, "# stamps seen, %s: %s\n", site_name[site], b);
+	}
 	if (ow->phc_why[0])
 		fprintf(hdr, "# timestamps: this side's PHC is not usable (%s): hardware receive "
 			     "stamps are left out of 1w-back\n", ow->phc_why);
@@ -759,7 +896,8 @@ static void ow_header(FILE *hdr, const struct options *o, const struct one_way *
 			     "(the pong returns its receive stamp in bytes 8..15)\n", TS_MIN_SIZE);
 	fprintf(hdr, "# one-way (ns, separate from RTT/2): 1w-fwd = ping send -> pong receive "
 		     "stamp, 1w-back = pong send stamp -> ping receive stamp, 1w-wire = ping "
-		     "transmit stamp -> pong receive stamp; clock %s\n", ow_clock(ow));
+		     "transmit stamp -> pong receive stamp; each of one clock, that of the "
+		     "stamps the samples had: clock %s\n", ow_clock(ow));
 	fprintf(hdr, "# one-way validity: %s\n", o->role == ROLE_BOTH ?
 		     "ping and pong run on this host: their stamps share one CLOCK_REALTIME "
 		     "(hardware pairs: one NIC clock, or PHC-synchronised NICs)" :
@@ -772,7 +910,7 @@ static void ow_header(FILE *hdr, const struct options *o, const struct one_way *
 static size_t ow_json(char *buf, size_t len, const struct options *o, const struct one_way *ow)
 {
 	size_t off = 0;
-	char tmp[64];
+	char tmp[768];
 
 #define OW_PUT(...) do { \
 		int n_ = snprintf(buf + off, len - off, __VA_ARGS__); \
@@ -780,17 +918,38 @@ static size_t ow_json(char *buf, size_t len, const struct options *o, const stru
 		off += (size_t)n_; \
 	} while (0)
 	OW_PUT(",\"timestamps\":\"%s\",\"ts_clock\":\"%s\"", flit_ts_kind_name(o->ts), ow_clock(ow));
+	/* ts_rx, ts_tx: what this side's stamps were (from the samples) */
+	OW_PUT(",\"ts_rx\":\"%s\",\"ts_tx\":\"%s\"", seen_kind(ow->seen[SITE_PING_RX]),
+	       ow->site[SITE_PING_TX] ? seen_kind(ow->seen[SITE_PING_TX]) : "none");
 	if (ow->have_st)
-		OW_PUT(",\"ts_rx\":\"%s\",\"ts_tx\":\"%s\"", flit_ts_kind_name(ow->st.rx),
-		       flit_ts_kind_name(ow->st.tx));
-	else
-		OW_PUT(",\"ts_rx\":\"library\",\"ts_tx\":\"none\"");
+		OW_PUT(",\"ts_rx_set_up\":\"%s\",\"ts_tx_set_up\":\"%s\"",
+		       flit_ts_kind_name(ow->st.rx), flit_ts_kind_name(ow->st.tx));
+	for (int site = 0; site < SITE_N; site++) {
+		const uint64_t *c = ow->seen[site];
+		if (!ow->site[site])
+			continue;
+		OW_PUT(",\"%s\":{", site_key[site]);
+		for (int k = 0; k < SEEN_N; k++)
+			OW_PUT("%s\"%s\":%llu", k ? "," : "", seen_key[k], (unsigned long long)c[k]);
+		OW_PUT("}");
+	}
 	if (ow->have_st && ow->st.why[0])
 		off += tool_json_member(buf + off, len - off, "ts_hw_unavailable", ow->st.why);
 	else if (o->ts == FLIT_TS_HARDWARE && !ow->have_st) {
 		snprintf(tmp, sizeof(tmp), "the %s transport has no NIC stamps", o->transport);
 		off += tool_json_member(buf + off, len - off, "ts_hw_unavailable", tmp);
 	}
+	/* hardware asked for, and samples without a hardware stamp */
+	size_t t = 0;
+	tmp[0] = '\0';
+	for (int site = 0; site < SITE_N && t < sizeof(tmp); site++) {
+		char why[160];
+		if (seen_hw_phrase(why, sizeof(why), o, ow, site))
+			t += (size_t)snprintf(tmp + t, sizeof(tmp) - t, "%s%s: %s", t ? "; " : "",
+					      site_name[site], why);
+	}
+	if (tmp[0])
+		off += tool_json_member(buf + off, len - off, "ts_hw_missing", tmp);
 	off += tool_json_member(buf + off, len - off, "one_way_valid",
 				o->role == ROLE_BOTH ? "same host: CLOCK_REALTIME shared" :
 				"two processes, possibly two hosts: needs synchronised clocks");
@@ -807,10 +966,13 @@ static size_t ow_json(char *buf, size_t len, const struct options *o, const stru
 		OW_PUT("%s\"%s\":{\"n\":%zu,\"from\":\"%s\",\"to\":\"%s\",\"clock\":\"%s\","
 		       "\"min_ns\":%.0f,\"avg_ns\":%.1f,\"p50_ns\":%.0f,\"p99_ns\":%.0f,"
 		       "\"p999_ns\":%.0f,\"max_ns\":%.0f,\"stddev_ns\":%.1f,\"negative\":%llu,"
-		       "\"missing\":%llu%s}", first ? "" : ",", ow_key[d], s->n, s->from, s->to,
+		       "\"missing\":%llu", first ? "" : ",", ow_key[d], s->n, s->from, s->to,
 		       s->clock, s->st.min, s->st.avg, s->st.p50, s->st.p99, s->st.p999, s->st.max,
 		       s->st.stddev, (unsigned long long)s->negative,
-		       (unsigned long long)s->missing, s->mixed ? ",\"mixed\":true" : "");
+		       (unsigned long long)s->missing);
+		if (s->left_out)
+			OW_PUT(",\"mixed\":true,\"left_out\":%llu", (unsigned long long)s->left_out);
+		OW_PUT("}");
 		first = false;
 	}
 	OW_PUT("}");
@@ -840,16 +1002,27 @@ static void ow_rows(FILE *f, const struct options *o, const struct one_way *ow)
 	for (int d = 0; d < OW_N; d++) {
 		const struct ow_series *s = &ow->s[d];
 		if (s->n)
-			fprintf(f, "# %s: %s -> %s (%s), %zu samples%s%s\n", ow_label[d], s->from, s->to,
-				s->clock, s->n, s->negative ? ", some negative: the clocks disagree" : "",
-				s->mixed ? ", kinds of stamps changed during the run" : "");
+			fprintf(f, "# %s: %s -> %s (%s), %zu samples%s", ow_label[d], s->from, s->to,
+				s->clock, s->n, s->negative ? ", some negative: the clocks disagree" : "");
+		if (s->n && s->left_out) {
+			fprintf(f, "; %llu pairs of other stamps left out (", (unsigned long long)s->left_out);
+			for (int k = 0, j = 0; k < s->nc; k++)
+				if (s->c[k].from != s->from || s->c[k].to != s->to || s->c[k].clock != s->clock)
+					fprintf(f, "%s%zu %s -> %s, %s", j++ ? "; " : "", s->c[k].n,
+						s->c[k].from, s->c[k].to, s->c[k].clock);
+			fprintf(f, "): a series holds one kind of stamps");
+		}
+		if (s->n)
+			fprintf(f, "\n");
 	}
 }
 
 static void ow_free(struct one_way *ow)
 {
-	for (int d = 0; d < OW_N; d++)
+	for (int d = 0; d < OW_N; d++) {
 		free(ow->s[d].v);
+		free(ow->s[d].cls);
+	}
 	flit_phc_close(ow->phc);
 }
 
