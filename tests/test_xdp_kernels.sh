@@ -19,7 +19,11 @@
 #   - flit-pub -t xdp -> flit-sub -t xdp, subscriber first, in native and
 #     skb mode: every message, in order, from an "xdp:" source;
 #   - kernel udp -> xdp and xdp -> kernel udp (the receiving kernel's UDP
-#     checksum error counter unchanged).
+#     checksum error counter unchanged);
+#   - what the kernel lacks (RX metadata and device-bound programs before
+#     6.3, AF_XDP TX metadata before 6.8) is refused naming that version,
+#     and where it has them they work (flit-loader attach --rx-timestamps,
+#     xdp with context.xdp.tx_timestamps = on).
 #
 # A kernel is a PASS, a SKIP naming what is missing (no qemu, no kernel
 # package), or a FAIL; the test fails if any kernel fails, skips if all
@@ -124,6 +128,31 @@ if [ "${1:-}" = --suite ]; then
 	e1=$(csum_errors 2)
 	if [ -n "$e0" ] && [ "$e0" = "$e1" ]; then ok "h2's UDP InCsumErrors unchanged ($e1)"
 	else fail "h2's UDP InCsumErrors $e0 -> $e1: AF_XDP sent bad checksums"; fi
+
+	# Features this kernel lacks are refused naming the version that has
+	# them; where it has them, they work
+	echo "== features"
+	kst=$("$LOADER" status 2>&1)
+	if grep -q 'rx-meta kfunc: *no' <<<"$kst" || grep -q 'device-bound: *no' <<<"$kst"; then
+		if h 1 "$LOADER" attach eth0 --rx-timestamps >"$tmp/rxts" 2>&1; then
+			fail "attach --rx-timestamps succeeded on a kernel without RX metadata"; h 1 "$LOADER" detach eth0 >/dev/null 2>&1
+		elif grep -q 'Linux 6\.3' "$tmp/rxts"; then ok "attach --rx-timestamps refused, naming Linux 6.3: $(tail -1 "$tmp/rxts")"
+		else fail "attach --rx-timestamps refused without naming the version"; show "$tmp/rxts"; fi
+	elif h 1 "$LOADER" attach eth0 --rx-timestamps >"$tmp/rxts" 2>&1; then
+		ok "attach --rx-timestamps: the RX-metadata program loads device-bound and attaches natively"
+		h 1 "$LOADER" detach eth0 >/dev/null 2>&1
+	else
+		fail "attach --rx-timestamps on a kernel that has RX metadata"; show "$tmp/rxts"
+	fi
+	if grep -q 'tx metadata: *no' <<<"$kst"; then
+		if h 1 timeout 60 "$D/flit-pub" -t xdp -C context.udp.interface=eth0 -C "context.xdp.tx_timestamps = on" \
+			xk.txts one >"$tmp/txts" 2>&1; then
+			fail "context.xdp.tx_timestamps = on accepted on a kernel without AF_XDP TX metadata"
+		elif grep -q 'Linux 6\.8' "$tmp/txts"; then ok "xdp TX stamps refused, naming Linux 6.8: $(tail -1 "$tmp/txts")"
+		else fail "xdp TX stamps refused without naming the version"; show "$tmp/txts"; fi
+	else
+		pubsub "xdp -> xdp with TX metadata stamps" xdp xdp 500 "context.xdp.tx_timestamps = on"
+	fi
 
 	[ $failures -eq 0 ] || { echo "$failures check(s) failed on $(uname -r)"; exit 1; }
 	echo "all checks pass on $(uname -r)"
