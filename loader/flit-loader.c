@@ -346,6 +346,23 @@ static void iface_text(const struct flit_xdp_iface_feats *f)
 	       f->dev_bound.how);
 }
 
+/* "XDP_PASS,XDP_DROP" for bits 1 << XDP_*, "none" */
+static const char *chain_str(uint32_t bits, char *buf, size_t len)
+{
+	static const char *const act[] = { "XDP_ABORTED", "XDP_DROP", "XDP_PASS",
+					   "XDP_TX", "XDP_REDIRECT" };
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned a = 0; a < 5; a++)
+		if (bits & (1u << a))
+			n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s",
+					      n ? "," : "", act[a]);
+	if (!buf[0])
+		snprintf(buf, len, "none");
+	return buf;
+}
+
 static void status_json(const char *ifname, const struct flit_xdp_status *st,
 			long flows, const struct flit_xdp_iface_feats *f,
 			const struct flit_xdp_kernel_feats *k)
@@ -368,6 +385,21 @@ static void status_json(const char *ifname, const struct flit_xdp_status *st,
 	tool_json_str(stdout, st->pin_dir);
 	printf(",\"other\":");
 	tool_json_str(stdout, st->other);
+	printf(",\"programs\":[");
+	for (unsigned i = 0; i < st->nprogs; i++) {
+		const struct flit_xdp_prog_slot *ps = &st->progs[i];
+		char b[64];
+
+		printf("%s{\"name\":", i ? "," : "");
+		tool_json_str(stdout, ps->name);
+		printf(",\"id\":%u,\"flit\":%s", ps->id, ps->flit ? "true" : "false");
+		if (st->multiprog) {
+			printf(",\"priority\":%u,\"chain_actions\":", ps->prio);
+			tool_json_str(stdout, chain_str(ps->chain_actions, b, sizeof(b)));
+		}
+		printf("}");
+	}
+	printf("]");
 	if (flows >= 0)
 		printf(",\"flows\":%ld", flows);
 	else
@@ -437,6 +469,19 @@ static void status_text(const char *ifname, const struct flit_xdp_status *st,
 	if (st->other[0])
 		printf("  other XDP:   %s (%s mode)\n", st->other,
 		       flit_xdp_mode_str(st->mode));
+	if (st->multiprog) {
+		printf("  run order:   libxdp's dispatcher runs, lowest priority first, "
+		       "the next while one returns an action of its chain:\n");
+		for (unsigned i = 0; i < st->nprogs; i++) {
+			const struct flit_xdp_prog_slot *ps = &st->progs[i];
+			char b[64];
+
+			printf("    %u. %-16s id %-6u priority %-5u chain %s%s\n", i + 1,
+			       ps->name, ps->id, ps->prio,
+			       chain_str(ps->chain_actions, b, sizeof(b)),
+			       ps->flit ? "  (flit)" : "");
+		}
+	}
 	if (flows >= 0)
 		printf("  flows:       %ld\n", flows);
 	if (f)

@@ -567,6 +567,8 @@ struct ifstate {
 	char main_name[BPF_OBJ_NAME_LEN];
 	uint32_t ids[16];       /* single program, or the dispatcher's components */
 	char names[16][BPF_OBJ_NAME_LEN];
+	uint32_t prio[16], chain[16];   /* the components' run priority and
+				 * chain-call actions (bit 1 << XDP_*) */
 	int nids;
 	/* the pins */
 	uint64_t ns;            /* this network namespace's cookie */
@@ -631,6 +633,12 @@ static int read_attached(struct ifstate *s)
 			s->ids[s->nids] = xdp_program__id(p);
 			snprintf(s->names[s->nids], sizeof(s->names[0]), "%s",
 				 xdp_program__name(p));
+			/* next_prog() walks them in run order */
+			s->prio[s->nids] = xdp_program__run_prio(p);
+			s->chain[s->nids] = 0;
+			for (unsigned a = XDP_ABORTED; a <= XDP_REDIRECT; a++)
+				if (xdp_program__chain_call_enabled(p, (enum xdp_action)a))
+					s->chain[s->nids] |= 1u << a;
 			s->nids++;
 		}
 	}
@@ -1660,6 +1668,17 @@ int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
 		 s.flit_unpinned ? "" : other_name(&s));
 	if ((s.flit || s.flit_unpinned) && !s.multiprog)
 		why_single(&s, st->why_single, sizeof(st->why_single));
+	for (int i = 0; s.attached && i < s.nids && st->nprogs < 10; i++) {
+		struct flit_xdp_prog_slot *ps = &st->progs[st->nprogs++];
+
+		snprintf(ps->name, sizeof(ps->name), "%s", s.names[i]);
+		ps->id = s.ids[i];
+		ps->prio = s.multiprog ? s.prio[i] : 0;
+		ps->chain_actions = s.multiprog ? s.chain[i] : 0;
+		ps->flit = (s.flit || s.flit_unpinned) &&
+			   (!strcmp(s.names[i], FLIT_XDP_PROG_NAME) ||
+			    !strcmp(s.names[i], FLIT_XDP_PROG_NAME_TS));
+	}
 out:
 	quiet_exit();
 	return err;

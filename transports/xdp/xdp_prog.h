@@ -108,6 +108,18 @@ struct flit_xdp_status {
 				   * here without its pins (flit false) */
 	uint32_t version;         /* FLIT_XDP_VERSION of the pins (0: none) */
 	char other[64];           /* name of a non-flit program attached, "" */
+	/* the programs attached, in the order they run: the dispatcher's
+	 * components by priority (libxdp runs the lowest first, and the next
+	 * only when one returns an action in its chain_actions), or the
+	 * single program */
+	struct flit_xdp_prog_slot {
+		char name[16];    /* BPF_OBJ_NAME_LEN */
+		uint32_t id;
+		uint32_t prio;    /* run priority (dispatcher only) */
+		uint32_t chain_actions; /* bit 1 << XDP_*: the next runs after these */
+		bool flit;        /* flit's program */
+	} progs[10];              /* libxdp's dispatcher holds at most 10 */
+	unsigned nprogs;
 	char why_single[160];     /* why not multiprog, "" when multiprog */
 	char pin_dir[FLIT_XDP_PIN_DIR_MAX]; /* this namespace's pin directory
 				   * for ifname: where the pins are (pinned) or
