@@ -20,6 +20,12 @@
 #     skb mode: every message, in order, from an "xdp:" source;
 #   - kernel udp -> xdp and xdp -> kernel udp (the receiving kernel's UDP
 #     checksum error counter unchanged);
+#   - beside another XDP program through libxdp's dispatcher (where the
+#     kernel has freplace): xdp-filter dropping UDP to one port on h2,
+#     flit-loader attach; status gives the dispatcher and the run order;
+#     flit's flows reach its sockets, xdp-filter still drops its port and
+#     other UDP reaches its socket; detaching either leaves the other
+#     working;
 #   - what the kernel lacks (RX metadata and device-bound programs before
 #     6.3, AF_XDP TX metadata before 6.8) is refused naming that version,
 #     and where it has them they work (flit-loader attach --rx-timestamps,
@@ -128,6 +134,82 @@ if [ "${1:-}" = --suite ]; then
 	e1=$(csum_errors 2)
 	if [ -n "$e0" ] && [ "$e0" = "$e1" ]; then ok "h2's UDP InCsumErrors unchanged ($e1)"
 	else fail "h2's UDP InCsumErrors $e0 -> $e1: AF_XDP sent bad checksums"; fi
+
+	# Beside another XDP program, through libxdp's dispatcher (where the
+	# kernel has freplace): xdp-filter (xdp-tools) dropping UDP to port
+	# 7777 on h2's eth0, and flit's program
+	# other_traffic WHAT: h1 sends 5 UDP datagrams to h2's port 7777 and 5 to
+	# 7778 (kernel sockets): xdp-filter drops the first (its hit counter
+	# goes up 5), the others reach their socket
+	other_traffic() {
+		local hits0 hits1 i=0 got
+		rm -f "$tmp/ready" "$tmp/done"
+		hits0=$(h 2 xdp-filter status 2>/dev/null | awk '$1 == "7777" { print $NF }')
+		h 2 python3 -c 'import os, select, socket, sys, time
+ss = {}
+for p in (7777, 7778):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", p)); ss[s] = p
+n = {7777: 0, 7778: 0}
+open(sys.argv[1], "w").close()
+end = time.time() + 60
+while time.time() < end:
+    for s in select.select(list(ss), [], [], 0.2)[0]:
+        s.recv(64); n[ss[s]] += 1
+    if os.path.exists(sys.argv[2]) and end > time.time() + 1:
+        end = time.time() + 1   # what is still on its way
+print(n[7777], n[7778])' "$tmp/ready" "$tmp/done" >"$tmp/got" &
+		local r=$!
+		while [ ! -e "$tmp/ready" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+		h 1 python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for p in (7777, 7778):
+    for _ in range(5): s.sendto(b"x", ("10.77.0.2", p))'
+		touch "$tmp/done"; wait $r
+		got=$(cat "$tmp/got")
+		hits1=$(h 2 xdp-filter status 2>/dev/null | awk '$1 == "7777" { print $NF }')
+		if [ "$got" = "0 5" ] && [ $((hits1 - hits0)) -eq 5 ]; then
+			ok "$1: xdp-filter drops UDP to 7777 (hits +5), UDP to 7778 reaches its socket (5 of 5)"
+		else
+			fail "$1: ports 7777 7778 got '$got' (want '0 5'), xdp-filter hits $hits0 -> $hits1"
+		fi
+	}
+	echo "== beside another XDP program"
+	if ! grep -q 'freplace: *yes' <<<"$("$LOADER" status 2>&1)"; then
+		echo "# skipped: this kernel refuses freplace: libxdp has no dispatcher here"
+	elif ! command -v xdp-filter >/dev/null || ! command -v python3 >/dev/null; then
+		echo "# skipped: needs xdp-filter (xdp-tools) and python3"
+	elif ! h 2 xdp-filter load eth0 -m native -f udp >"$tmp/xf" 2>&1 || ! h 2 xdp-filter port 7777 >>"$tmp/xf" 2>&1; then
+		fail "xdp-filter load on h2's eth0"; show "$tmp/xf"
+	else
+		if h 2 "$LOADER" attach eth0 >"$tmp/att" 2>&1; then
+			h 2 "$LOADER" status eth0 >"$tmp/st" 2>&1
+			if grep -q 'libxdp dispatcher' "$tmp/st" && grep -q '1\. xdpfilt_alw_udp' "$tmp/st" &&
+			   grep -q '2\. flit_xdp_steer .*(flit)' "$tmp/st"; then
+				ok "flit-loader attach beside xdp-filter; status gives the dispatcher and the run order"
+				sed -n '/run order/,/^  [a-z]/p' "$tmp/st" | grep '^    [0-9]' | sed 's/^ */#   /'
+			else
+				fail "status beside xdp-filter"; show "$tmp/st"
+			fi
+			pubsub "beside xdp-filter: xdp -> xdp" xdp xdp 1000
+			other_traffic "beside flit"
+			if h 2 "$LOADER" detach eth0 >"$tmp/det" 2>&1 && h 2 xdp-loader status eth0 2>&1 | grep -q xdpfilt_alw_udp; then
+				ok "flit-loader detach leaves xdp-filter attached"
+				other_traffic "after flit's detach"
+			else
+				fail "flit-loader detach beside xdp-filter"; show "$tmp/det"
+			fi
+			h 2 "$LOADER" attach eth0 >"$tmp/att" 2>&1 || { fail "attach again"; show "$tmp/att"; }
+		else
+			fail "flit-loader attach beside xdp-filter"; show "$tmp/att"
+		fi
+		if h 2 xdp-filter unload eth0 >"$tmp/xf" 2>&1 && h 2 "$LOADER" status eth0 2>&1 | grep -q 'flit attached'; then
+			ok "xdp-filter unload leaves flit attached"
+			pubsub "after xdp-filter's unload: xdp -> xdp" xdp xdp 1000
+		else
+			fail "xdp-filter unload beside flit"; show "$tmp/xf"
+		fi
+		h 2 "$LOADER" detach eth0 >/dev/null 2>&1
+	fi
 
 	# Features this kernel lacks are refused naming the version that has
 	# them; where it has them, they work
