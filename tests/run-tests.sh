@@ -6,6 +6,8 @@
 # Exit status of a test: 0 pass, 77 skip (its last "SKIP: reason" line is
 # shown), anything else fail (its output is shown).  Ends with the line
 # "N passed, N failed, N skipped" and exits non-zero if anything failed.
+# Lines a test prints as "RESULT: ..." (the verdict of each of its parts,
+# e.g. each kernel of a matrix) are shown under its line.
 # Each test gets TEST_TIMEOUT seconds, or what a shell test's header asks
 # for with a line "# timeout: S", if that is more.
 set -u
@@ -63,6 +65,8 @@ for t in "$@"; do
     *)  fail=$((fail+1)); failed+=("$t")
         printf '  FAIL   %-32s exit %s\n' "$t" "$rc"; tail -40 "$log" | sed 's/^/         | /' ;;
   esac
+  # a test's own verdicts on its parts ("RESULT: ..."), under its line
+  grep -h '^RESULT: ' "$log" 2>/dev/null | sed 's/^RESULT: /         /'
 done
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]} (logs in $logdir)"
 echo "$pass passed, $fail failed, $skip skipped"

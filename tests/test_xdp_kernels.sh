@@ -271,14 +271,14 @@ for k in $kernels; do
 	rel=$(sed -n 's/^# kernel //p' "$BUILD/test-logs/xdp-kernels-$k.out" | head -1)
 	secs=$(( ($(now_ms) - t0) / 1000 ))
 	case $rc in
-	0) pass=$((pass + 1)); summary+=("PASS  $k (${rel:-?}) ${secs}s") ;;
+	0) pass=$((pass + 1)); summary+=("kernel $k: PASS on ${rel:-?} (${secs}s)") ;;
 	77) skipped=$((skipped + 1))
-	    summary+=("SKIP  $k: $(grep -h '^SKIP:' "$BUILD/test-logs/xdp-kernels-$k.out" | tail -1 | sed 's/^SKIP: *//')") ;;
-	*) failed=$((failed + 1)); summary+=("FAIL  $k (${rel:-?}) exit $rc ${secs}s (logs in $BUILD/test-logs/xdp-kernels-$k)") ;;
+	    summary+=("kernel $k: SKIP: $(grep -h '^SKIP:' "$BUILD/test-logs/xdp-kernels-$k.out" | tail -1 | sed 's/^SKIP: *//')") ;;
+	*) failed=$((failed + 1)); summary+=("kernel $k: FAIL on ${rel:-?}, exit $rc (${secs}s; logs in $BUILD/test-logs/xdp-kernels-$k*)") ;;
 	esac
 done
 echo "=== kernel matrix"
-printf '  %s\n' "${summary[@]}"
+printf 'RESULT: %s\n' "${summary[@]}"
 [ $failed -eq 0 ] || exit 1
 [ $pass -gt 0 ] || { echo "SKIP: no kernel could be booted (${summary[*]})"; exit 77; }
 exit 0
