@@ -287,6 +287,39 @@ expect_rc 3 up --name "$R" --hosts 2 --link direct --loss 1
 "$T" up --name "$N" --hosts 2 --link direct --owner-pid $$ 2>&1 | grep -q 'already up' ||
 	fail "direct: up again is not idempotent"
 [ "$failures" -eq 0 ] && ok "direct link: h1 <-> h2 cabled, unicast and multicast pass, impairments refused (exit 3)"
+# ---- a direct link over existing interfaces (a guest's NICs): a veth pair of the root
+# namespace stands in for them here -------------------------------------------------------------
+"$T" down --name "$N" >/dev/null 2>&1
+d1=ftb$$a d2=ftb$$b
+d1=${d1:0:15} d2=${d2:0:15}
+if ip link add "$d1" type veth peer name "$d2" 2>"$tmp/err"; then
+	expect_rc 2 up --name "$N" --hosts 2 --devices "$d1,$d2"           # needs --link direct
+	expect_rc 2 up --name "$N" --hosts 2 --link direct --devices "$d1"   # two of them
+	"$T" up --name "$N" --hosts 2 --link direct --devices "$d1,nosuch0" >"$tmp/out" 2>&1
+	rc=$?
+	{ [ $rc -eq 1 ] && grep -q 'no interface nosuch0' "$tmp/out"; } || fail "--devices with a missing interface exited $rc: $(cat "$tmp/out")"
+	ip link show "$d1" >/dev/null 2>&1 || fail "a refused --devices up took $d1 away"
+	if "$T" up --name "$N" --hosts 2 --link direct --devices "$d1,$d2" --owner-pid $$ >"$tmp/out" 2>&1; then
+		ip link show "$d1" >/dev/null 2>&1 && fail "--devices: $d1 still in the root namespace"
+		"$T" exec --name "$N" --host 1 -- python3 "$tmp/tg.py" ping 10.77.0.2 3 >/dev/null ||
+			fail "--devices: ping h1 -> h2 over $d1/$d2"
+		grep -q "devices $d1, $d2" <("$T" status --name "$N") || fail "--devices: status does not name them"
+		"$T" down --name "$N" || fail "--devices: down exited $?"
+		if ip link show "$d1" >/dev/null 2>&1 && ip link show "$d2" >/dev/null 2>&1 &&
+		   [ -z "$(ip -o addr show dev "$d1" | grep inet)" ]; then
+			ok "--devices: a direct link over $d1,$d2; down gives them back to the root namespace, named as before, without addresses"
+		else
+			fail "--devices: after down: $(ip -br link | grep -c ftb) of 2 back"
+		fi
+	else
+		fail "up --link direct --devices $d1,$d2: $(cat "$tmp/out")"
+	fi
+	ip link del "$d1" 2>/dev/null
+	"$T" up --name "$N" --hosts 2 --link direct --owner-pid $$ >/dev/null 2>&1
+else
+	echo "# --devices not tested: no veth pair in the root namespace: $(cat "$tmp/err")"
+fi
+
 "$T" down --name "$N" || fail "down exited $?"
 if [ -z "$(netns_of "$N")" ] && [ ! -e "/run/flit-testbed/$N.state" ]; then ok "down removes every namespace"
 else fail "after down: '$(netns_of "$N")'"; fi
