@@ -153,6 +153,32 @@ wait "$bg"; rc=$?; bg=
 [ "$rc" -eq 1 ] || fail "flit-sub --count 2 with one message exited $rc, expected 1 (timeout)"
 grep -q '"kind":"data".*"payload":"one"' "$tmp/sub.out" || { fail "pattern subscription: no JSON data line"; sed 's/^/    | /' "$tmp/sub.out"; }
 
+# SIGTERM/SIGINT: flit-pub closes its source cleanly (the subscriber gets a
+# plain EOS, not source-died); exit 0 when everything was sent (it ends the
+# linger), 1 with a message before
+topic="flit-test-cli.$$.sig"
+timeout 20 "$D/flit-sub" -t shm --timeout 8 -C 'receiver.discovery_ms = 20' "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
+bg=$!
+timeout 20 "$D/flit-pub" -t shm --wait-receivers 1 --timeout 5 --linger 60000 "$topic" one >"$tmp/pub.out" 2>"$tmp/pub.err" &
+pp=$!
+i=0; while ! grep -q ' seq=0 ' "$tmp/sub.out" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+t0=$(date +%s%N); kill -TERM "$pp"; wait "$pp"; rc=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+i=0; while ! grep -q ' EOS ' "$tmp/sub.out" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill -INT "$bg" 2>/dev/null; wait "$bg"; bg=
+if [ $rc -eq 0 ] && [ $ms -lt 2000 ] && grep -q "^$topic EOS source=shm:[^ ]*\$" "$tmp/sub.out"; then
+  echo "ok: SIGTERM ends flit-pub's linger at once (exit 0, $ms ms), the subscriber gets a clean EOS"
+else
+  fail "SIGTERM while lingering: exit $rc after $ms ms"; sed 's/^/    | /' "$tmp/sub.out" "$tmp/pub.err"
+fi
+timeout 20 "$D/flit-pub" -t shm --wait-receivers 1 --timeout 10 "$topic.none" one >"$tmp/pub.out" 2>"$tmp/pub.err" &
+pp=$!
+sleep 0.3; kill -INT "$pp"; wait "$pp"; rc=$?
+if [ $rc -eq 1 ] && grep -q "interrupted while waiting for receivers (the source closed cleanly)" "$tmp/pub.err"; then
+  echo "ok: SIGINT while waiting for receivers: exit 1, said"
+else
+  fail "SIGINT while waiting for receivers: exit $rc"; sed 's/^/    | /' "$tmp/pub.err"
+fi
+
 # ---- JSON results ----------------------------------------------------------
 KEYS="tool transport size count min_ns avg_ns p50_ns p99_ns p999_ns max_ns stddev_ns clock mode"
 check_json() {  # FILE KEY...: one JSON object per line, each with the keys

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,9 @@ static const char usage[] =
 "  -v, --verbose            say what was sent; library messages (-vv: debug)\n"
 "  -h, --help               this text\n"
 "\n"
+"SIGINT or SIGTERM closes the source cleanly (its receivers get EOS): exit 0\n"
+"when every message was sent (ending --linger), else 1.\n"
+"\n"
 "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
 
 struct options {
@@ -47,6 +51,16 @@ struct options {
 	struct tool_config config;      /* the context's inline config */
 	int verbose;
 };
+
+/* Set by SIGINT/SIGTERM: stop, and close cleanly (subscribers get EOS, an
+ * XDP program this context attached is detached). */
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 
 /* The library objects, closed on every exit (no ring file left behind). */
 struct run {
@@ -68,6 +82,13 @@ static noreturn TOOL_FMT(2, 3) void run_fail(struct run *r, const char *fmt, ...
 	tool_fail("%s", msg);
 }
 
+/* A signal came while `what`: close and fail. */
+static void check_stop(struct run *r, const char *what)
+{
+	if (stop)
+		run_fail(r, "interrupted %s (the source closed cleanly)", what);
+}
+
 /* Send one message; while back-pressured, poll and retry up to the timeout. */
 static void send_one(struct run *r, const char *data, size_t len)
 {
@@ -80,6 +101,7 @@ static void send_one(struct run *r, const char *data, size_t len)
 			run_fail(r, "sending a %zu-byte message: %s", len, flit_errmsg());
 		if (flit_monotonic_raw_ns() > deadline)
 			run_fail(r, "sending: %s for %g s", flit_strstatus(rc), o->timeout_s);
+		check_stop(r, "while back-pressured");
 		flit_ctx_poll(r->ctx, 0);
 		tool_sleep_us(100);
 	}
@@ -101,7 +123,9 @@ static uint64_t send_file(struct run *r)
 			line[--len] = '\0';
 		send_one(r, line, (size_t)len);
 		n++;
+		check_stop(r, "while sending");
 	}
+	check_stop(r, "while reading");    /* (a read the signal cut short) */
 	if (ferror(f))
 		run_fail(r, "reading %s: %s", o->file, strerror(errno));
 	free(line);
@@ -170,9 +194,13 @@ int main(int argc, char **argv)
 	char err[768];
 	int rc;
 
+	struct sigaction sa = { .sa_handler = on_signal };
+
 	tool_init("flit-pub", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 
 	FLIT_OPTS(flit_pub_opts, popts, .transport = o.transport,
 		  .config = o.timestamps ? "timestamps = true\n" : NULL);
@@ -192,6 +220,7 @@ int main(int argc, char **argv)
 			if (flit_monotonic_raw_ns() > deadline)
 				run_fail(&r, "%d of %d receivers after %g s", rc,
 					 o.wait_receivers, o.timeout_s);
+			check_stop(&r, "while waiting for receivers");
 			flit_ctx_poll(r.ctx, 0);
 			tool_sleep_us(1000);
 		}
@@ -200,8 +229,10 @@ int main(int argc, char **argv)
 	if (o.file) {
 		sent = send_file(&r);
 	} else {
-		for (int i = 0; i < o.nmsgs; i++, sent++)
+		for (int i = 0; i < o.nmsgs; i++, sent++) {
 			send_one(&r, o.msgs[i], strlen(o.msgs[i]));
+			check_stop(&r, "while sending");
+		}
 	}
 	deadline = flit_monotonic_raw_ns() + (uint64_t)(o.timeout_s * 1e9);
 	while ((rc = flit_pub_flush(r.pub)) != FLIT_OK) {
@@ -209,6 +240,7 @@ int main(int argc, char **argv)
 			run_fail(&r, "flushing: %s", flit_errmsg());
 		if (flit_monotonic_raw_ns() > deadline)
 			run_fail(&r, "flushing: %s for %g s", flit_strstatus(rc), o.timeout_s);
+		check_stop(&r, "while flushing");
 		flit_ctx_poll(r.ctx, 0);
 		tool_sleep_us(100);
 	}
@@ -218,7 +250,8 @@ int main(int argc, char **argv)
 			o.topic, flit_pub_receivers(r.pub),
 			flit_pub_receivers(r.pub) == 1 ? "" : "s");
 	deadline = flit_monotonic_raw_ns() + (uint64_t)o.linger_ms * 1000000u;
-	while (flit_monotonic_raw_ns() < deadline) {
+	/* (a signal ends the linger: everything was sent) */
+	while (flit_monotonic_raw_ns() < deadline && !stop) {
 		flit_ctx_poll(r.ctx, 0);
 		tool_sleep_us(1000);
 	}
