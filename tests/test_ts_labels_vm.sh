@@ -40,32 +40,20 @@ BUILD=${BUILD:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 . "$HERE/vm/lib.sh"
+. "$HERE/vm/suite.sh"
 P=$ROOT/$BUILD/tools/flit-pong
-TB=$ROOT/tools/testbed
 N=500
 
 # ---- inside the guest -------------------------------------------------------
 if [ "${1:-}" = --suite ]; then
-	tmp=$(mktemp -d /tmp/flit-tsl.XXXXXX)
-	tbn=ts
-	cleanup() { "$TB" down --name "$tbn" >/dev/null 2>&1; rm -rf "$tmp"; }
-	trap cleanup EXIT
-	failures=0
-	fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-	ok() { echo "ok: $*"; }
-	show() { sed 's/^/    | /' "$@" | tail -20; }
-	h() { local i=$1; shift; nsenter --net="/run/netns/$tbn-h$i" -- "$@"; }
-	echo "# kernel $(uname -r)"
-
+	vm_suite_begin ts
 	command -v ethtool >/dev/null 2>&1 || { echo "SKIP: ethtool not found (apt-get install ethtool)"; exit 77; }
-	read -r n1 n2 <<<"${FLIT_VM_NICS:-}"
-	[ -n "${n2:-}" ] || { echo "FAIL: the guest has no two test NICs (FLIT_VM_NICS='${FLIT_VM_NICS:-}')"; exit 1; }
+	n1=$VM_NIC1
 	echo "# $n1: driver $(ethtool -i "$n1" | sed -n 's/^driver: //p'); ethtool -T $n1:"
 	ethtool -T "$n1" 2>&1 | sed 's/^/#   /'
 	ethtool -T "$n1" 2>/dev/null | grep -q "hardware-receive" ||
 		{ echo "SKIP: $n1 ($(ethtool -i "$n1" | sed -n 's/^driver: //p')) offers no hardware receive stamps: the refused case is test_pong_timestamps"; exit 77; }
-	"$TB" up --name "$tbn" --hosts 2 --link direct --devices "$n1,$n2" >"$tmp/tb.log" 2>&1 ||
-		{ echo "FAIL: testbed over $n1,$n2:"; show "$tmp/tb.log"; exit 1; }
+	vm_testbed_up
 
 	# ping in h1, the forked pong in h2; the pong's header is the ping's
 	timeout 150 "$P" -t udp --netns "$tbn-h1" --peer-netns "$tbn-h2" -n "$N" -w 50 -T 40 \
@@ -148,24 +136,11 @@ EOF
 		fail "JSON"; grep -v '"cdf"' "$tmp/hw.json" | head -c 3000; echo
 	fi
 
-	[ $failures -eq 0 ] || { echo "$failures check(s) failed on $(uname -r)"; exit 1; }
-	echo "all checks pass on $(uname -r)"
-	exit 0
+	vm_suite_end
 fi
 
 # ---- on the host: one guest with two e1000e NICs ------------------------------
-[ -x "$P" ] || { echo "SKIP: $P not built (make)"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
 command -v ethtool >/dev/null 2>&1 || { echo "SKIP: ethtool not found (apt-get install ethtool)"; exit 77; }
-if why=$(vm_missing); then echo "SKIP: no guest can be booted here: $why"; exit 77; fi
-mkdir -p "$BUILD/test-logs"
-rm -rf "$BUILD/test-logs/ts-labels-vm"
-# the runner's limit is the header's "timeout:" line, less a margin
-tmo=$(( $(sed -n 's/^# timeout: *//p' "$0" | head -1) - 10 ))
-"$HERE/vm/vm-exec.sh" -q --kernel "${FLIT_VM_KERNEL:-6.1}" --nics 2 --nic-model e1000e --timeout "$tmo" \
-	--logdir "$BUILD/test-logs/ts-labels-vm" -- bash "$0" --suite
-rc=$?
-case $rc in
-0|1|77) exit $rc ;;
-*) echo "FAIL: the guest run ended with $rc (124: time limit, 125: guest failure; logs in $BUILD/test-logs/ts-labels-vm)"; exit 1 ;;
-esac
+vm_test_need "$P"
+vm_test_run ts-labels-vm --kernel "${FLIT_VM_KERNEL:-6.1}" --nics 2 --nic-model e1000e --timeout "$(vm_test_budget "$0" 10)"

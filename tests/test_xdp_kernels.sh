@@ -43,22 +43,13 @@ BUILD=${BUILD:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 . "$HERE/vm/lib.sh"
+. "$HERE/vm/suite.sh"
 D=$ROOT/$BUILD/tools
 LOADER=$ROOT/$BUILD/loader/flit-loader
-TB=$ROOT/tools/testbed
 
 # ---- inside the guest -------------------------------------------------------
 if [ "${1:-}" = --suite ]; then
-	tmp=$(mktemp -d /tmp/flit-xk.XXXXXX)
-	tbn=xk
-	cleanup() { "$TB" down --name "$tbn" >/dev/null 2>&1; rm -rf "$tmp"; }
-	trap cleanup EXIT
-	failures=0
-	fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-	ok() { echo "ok: $*"; }
-	show() { sed 's/^/    | /' "$@" | tail -15; }
-	h() { local i=$1; shift; nsenter --net="/run/netns/$tbn-h$i" -- "$@"; }
-	echo "# kernel $(uname -r)"
+	vm_suite_begin xk
 
 	"$LOADER" status 2>&1 | sed 's/^/# /'
 
@@ -70,11 +61,7 @@ if [ "${1:-}" = --suite ]; then
 		fail "test_xdp_prog"; grep -E 'FAIL|verifier|libbpf|\[  ERROR|unbounded|invalid' "$tmp/prog.log" | head -20 | sed 's/^/    | /'
 	fi
 
-	read -r n1 n2 <<<"${FLIT_VM_NICS:-}"
-	[ -n "${n2:-}" ] || { echo "FAIL: the guest has no two test NICs (FLIT_VM_NICS='${FLIT_VM_NICS:-}')"; exit 1; }
-	"$TB" up --name "$tbn" --hosts 2 --link direct --devices "$n1,$n2" >"$tmp/tb.log" 2>&1 ||
-		{ echo "FAIL: testbed over $n1,$n2:"; show "$tmp/tb.log"; exit 1; }
-	echo "# $(cat "$tmp/tb.log"); driver $(h 1 ethtool -i eth0 | sed -n 's/^driver: //p')"
+	vm_testbed_up
 
 	echo "== flit-loader"
 	for mode in native skb; do
@@ -93,44 +80,12 @@ if [ "${1:-}" = --suite ]; then
 		fi
 	done
 
-	# pubsub NAME PUB_T SUB_T N [CFG...]: flit-sub SUB_T in h2 first, then
-	# flit-pub PUB_T in h1 waiting for it; every message, in order
-	pubsub() {
-		local name=$1 pt=$2 st=$3 n=$4 topic; shift 4
-		topic="xk.$pt.$st.$RANDOM"
-		local cfg=(-C context.udp.interface=eth0) c
-		for c in "$@"; do cfg+=(-C "$c"); done
-		seq 1 "$n" >"$tmp/msgs"
-		local t0; t0=$(now_ms)
-		h 2 timeout 90 "$D/flit-sub" -t "$st" "${cfg[@]}" -n "$n" -T 80 "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
-		local sp=$!
-		if ! h 1 timeout 90 "$D/flit-pub" -t "$pt" "${cfg[@]}" -w 1 -T 60 -f "$tmp/msgs" "$topic" \
-			>"$tmp/pub.out" 2>"$tmp/pub.err"; then
-			fail "$name: flit-pub -t $pt exited $?"; show "$tmp/pub.err"
-			kill "$sp" 2>/dev/null; wait "$sp"; return 1
-		fi
-		wait "$sp"; local rc=$?
-		# lines "TOPIC seq=S source=T:... len=L "PAYLOAD"": payload S+1, S from 0
-		if [ $rc -eq 0 ] && awk -v n="$n" -v t="$st" 'BEGIN { k = 0 }
-			/ seq=/ { if ($2 != "seq=" k || $3 !~ "^source=" t ":" || $5 != "\"" k + 1 "\"") { bad = 1; exit }
-			          k++ }
-			END { exit bad || k != n }' "$tmp/sub.out"; then
-			ok "$name: $n messages in order ($(grep -m1 -o 'source=[^ ]*' "$tmp/sub.out"), $(( $(now_ms) - t0 )) ms)"
-		else
-			fail "$name: flit-sub exited $rc, $(grep -c ' seq=' "$tmp/sub.out") of $n messages"
-			show "$tmp/sub.err"; grep ' seq=' "$tmp/sub.out" | head -3 | sed 's/^/    | /'
-			return 1
-		fi
-	}
-	# UDP InCsumErrors of host $1
-	csum_errors() { h "$1" awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "InCsumErrors") c = i; h = 1 } else print $c }' /proc/net/snmp; }
-
 	echo "== pub/sub"
-	pubsub "xdp -> xdp (native)" xdp xdp 2000 "context.xdp.mode = native"
-	pubsub "xdp -> xdp (skb)" xdp xdp 2000 "context.xdp.mode = skb"
-	pubsub "kernel udp -> xdp" udp xdp 2000
+	stream "xdp -> xdp (native)" 1 xdp 2 xdp 2000 "context.xdp.mode = native"
+	stream "xdp -> xdp (skb)" 1 xdp 2 xdp 2000 "context.xdp.mode = skb"
+	stream "kernel udp -> xdp" 1 udp 2 xdp 2000
 	e0=$(csum_errors 2)
-	pubsub "xdp -> kernel udp" xdp udp 2000
+	stream "xdp -> kernel udp" 1 xdp 2 udp 2000
 	e1=$(csum_errors 2)
 	if [ -n "$e0" ] && [ "$e0" = "$e1" ]; then ok "h2's UDP InCsumErrors unchanged ($e1)"
 	else fail "h2's UDP InCsumErrors $e0 -> $e1: AF_XDP sent bad checksums"; fi
@@ -190,7 +145,7 @@ for p in (7777, 7778):
 			else
 				fail "status beside xdp-filter"; show "$tmp/st"
 			fi
-			pubsub "beside xdp-filter: xdp -> xdp" xdp xdp 1000
+			stream "beside xdp-filter: xdp -> xdp" 1 xdp 2 xdp 1000
 			other_traffic "beside flit"
 			if h 2 "$LOADER" detach eth0 >"$tmp/det" 2>&1 && h 2 xdp-loader status eth0 2>&1 | grep -q xdpfilt_alw_udp; then
 				ok "flit-loader detach leaves xdp-filter attached"
@@ -204,7 +159,7 @@ for p in (7777, 7778):
 		fi
 		if h 2 xdp-filter unload eth0 >"$tmp/xf" 2>&1 && h 2 "$LOADER" status eth0 2>&1 | grep -q 'flit attached'; then
 			ok "xdp-filter unload leaves flit attached"
-			pubsub "after xdp-filter's unload: xdp -> xdp" xdp xdp 1000
+			stream "after xdp-filter's unload: xdp -> xdp" 1 xdp 2 xdp 1000
 		else
 			fail "xdp-filter unload beside flit"; show "$tmp/xf"
 		fi
@@ -233,23 +188,17 @@ for p in (7777, 7778):
 		elif grep -q 'Linux 6\.8' "$tmp/txts"; then ok "xdp TX stamps refused, naming Linux 6.8: $(tail -1 "$tmp/txts")"
 		else fail "xdp TX stamps refused without naming the version"; show "$tmp/txts"; fi
 	else
-		pubsub "xdp -> xdp with TX metadata stamps" xdp xdp 500 "context.xdp.tx_timestamps = on"
+		stream "xdp -> xdp with TX metadata stamps" 1 xdp 2 xdp 500 "context.xdp.tx_timestamps = on"
 	fi
 
-	[ $failures -eq 0 ] || { echo "$failures check(s) failed on $(uname -r)"; exit 1; }
-	echo "all checks pass on $(uname -r)"
-	exit 0
+	vm_suite_end
 fi
 
 # ---- on the host: one guest per kernel ---------------------------------------
-for b in "$ROOT/$BUILD/tests/test_xdp_prog" "$D/flit-pub" "$D/flit-sub" "$LOADER"; do
-	[ -x "$b" ] || { echo "SKIP: $b not built (make)"; exit 77; }
-done
-if why=$(vm_missing); then echo "SKIP: no guest can be booted here: $why"; exit 77; fi
+vm_test_need "$ROOT/$BUILD/tests/test_xdp_prog" "$D/flit-pub" "$D/flit-sub" "$LOADER"
 kernels=${FLIT_VM_KERNELS:-$VM_KERNELS}
-mkdir -p "$BUILD/test-logs"
 # the runner's limit is the header's "timeout:" line; the guests share it
-T0=$(now_ms) BUDGET=$(( $(sed -n 's/^# timeout: *//p' "$0" | head -1) - 6 ))
+T0=$(now_ms) BUDGET=$(vm_test_budget "$0" 6)
 nk=$(wc -w <<<"$kernels")
 pass=0 failed=0 skipped=0 summary=()
 for k in $kernels; do
@@ -264,10 +213,8 @@ for k in $kernels; do
 	# what is left, shared by the kernels still to run (at least 60 s)
 	tmo=$(( (BUDGET - (t0 - T0) / 1000) / nk )); nk=$((nk - 1))
 	[ "$tmo" -ge 60 ] || tmo=60
-	rm -rf "$BUILD/test-logs/xdp-kernels-$k"
-	"$HERE/vm/vm-exec.sh" -q --kernel "$k" "${opts[@]}" --timeout "$tmo" --logdir "$BUILD/test-logs/xdp-kernels-$k" \
-		-- bash "$0" --suite 2>&1 | tee "$BUILD/test-logs/xdp-kernels-$k.out"
-	rc=${PIPESTATUS[0]}
+	vm_test_run "xdp-kernels-$k" --kernel "$k" "${opts[@]}" --timeout "$tmo"
+	rc=$?
 	rel=$(sed -n 's/^# kernel //p' "$BUILD/test-logs/xdp-kernels-$k.out" | head -1)
 	secs=$(( ($(now_ms) - t0) / 1000 ))
 	case $rc in
