@@ -13,7 +13,8 @@
 #
 # For zero-copy (context.xdp.zerocopy = on: a refusal is an error, never a
 # silent copy mode) and then copy mode (= off):
-#   - flit-pong's set-up line names the mode ("zero-copy" / "copy mode");
+#   - the tools' set-up lines name the mode ("zero-copy" / "copy mode"):
+#     flit-pong's header, flit-pub -v, flit-sub -v;
 #   - 100,000 messages h1 -> h2 and 100,000 h2 -> h1 (20,000 in copy
 #     mode, which runs the same code with fewer), every one in order,
 #     through a UMEM of 256 frames and rings of 64: the fill and completion
@@ -99,12 +100,19 @@ if [ "${1:-}" = --suite ]; then
 		topic="zc.restart.$RANDOM"
 		cfg=(-C context.udp.interface=eth0)
 		for c in "${zcfg[@]}"; do cfg+=(-C "$c"); done
-		h 2 timeout 100 "$D/flit-sub" -t xdp "${cfg[@]}" -T 90 "$topic" >"$tmp/s1.out" 2>"$tmp/s1.err" &
+		h 2 timeout 100 "$D/flit-sub" -v -t xdp "${cfg[@]}" -T 90 "$topic" >"$tmp/s1.out" 2>"$tmp/s1.err" &
 		s1=$!
-		h 1 timeout 100 "$D/flit-pub" -t xdp "${cfg[@]}" -w 1 -T 60 -l 0 "$topic" a b c >"$tmp/p1.out" 2>&1 ||
+		h 1 timeout 100 "$D/flit-pub" -v -t xdp "${cfg[@]}" -w 1 -T 60 -l 0 "$topic" a b c >"$tmp/p1.out" 2>&1 ||
 			fail "$mode: flit-pub before the restart: $(tail -1 "$tmp/p1.out")"
+		# their -v set-up lines name the mode too
+		want=$([ $zc = on ] && echo '; zero-copy,' || echo '; copy mode')
+		for f in "$tmp/s1.err" "$tmp/p1.out"; do
+			line=$(grep -m1 '^flit-[a-z]*: set-up: xdp on eth0' "$f")
+			if grep -qF -- "$want" <<<"$line"; then ok "$mode: ${line%%:*} -v: set-up line says '${want#; }'"
+			else fail "$mode: ${f##*/}: set-up line without '${want#; }': ${line:-none}"; fi
+		done
 		sleep 0.5
-		pkill -KILL -f -- "flit-sub -t xdp .*$topic"; wait "$s1" 2>/dev/null
+		pkill -KILL -f -- "flit-sub .*$topic" || fail "$mode: no subscriber to kill"; wait "$s1" 2>/dev/null
 		[ "$(got "$tmp/s1.out")" = 3 ] && ok "$mode: a subscriber got 3 messages and was killed" ||
 			fail "$mode: the subscriber to be killed got $(got "$tmp/s1.out") of 3"
 		stream "$mode: a new subscriber on the killed one's queue" 1 xdp 2 xdp 1000 "${zcfg[@]}"

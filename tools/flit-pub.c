@@ -30,7 +30,9 @@ static const char usage[] =
 "  -C, --config LINE        a config line for the context, e.g.\n"
 "                           'source.udp.mode = unicast' (repeatable); a key\n"
 "                           without a scope is a source key ('batch = true')\n"
-"  -v, --verbose            say what was sent; library messages (-vv: debug)\n"
+"  -v, --verbose            how the transport is set up (\"set-up:\" line: XDP\n"
+"                           mode, copy or zero-copy, ...), what was sent;\n"
+"                           library messages (-vv: debug)\n"
 "  -h, --help               this text\n"
 "\n"
 "SIGINT or SIGTERM closes the source cleanly (its receivers get EOS): exit 0\n"
@@ -210,6 +212,7 @@ int main(int argc, char **argv)
 	r.pub = flit_pub_new(r.ctx, o.topic, &popts);
 	if (!r.pub)
 		run_fail(&r, "publishing '%s' on %s: %s", o.topic, o.transport, flit_errmsg());
+	tool_print_setup(r.ctx);
 
 	if (o.wait_receivers > 0) {
 		deadline = flit_monotonic_raw_ns() + (uint64_t)(o.timeout_s * 1e9);

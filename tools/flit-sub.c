@@ -28,7 +28,9 @@ static const char usage[] =
 "  -C, --config LINE   a config line for the context, e.g.\n"
 "                      'context.udp.backend = io_uring' (repeatable); a key\n"
 "                      without a scope is a receiver key ('timestamps = on')\n"
-"  -v, --verbose       library messages to stderr (-vv: debug)\n"
+"  -v, --verbose       how each transport is set up (\"set-up:\" lines: XDP mode,\n"
+"                      copy or zero-copy, ...), library messages to stderr\n"
+"                      (-vv: debug)\n"
 "  -h, --help          this text\n"
 "\n"
 "Lines: TOPIC seq=N source=S len=L [latency_ns=X] \"PAYLOAD\"\n"
@@ -236,6 +238,7 @@ int main(int argc, char **argv)
 	sub = flit_sub_new(ctx, o.pattern, &sopts);
 	if (!sub)
 		tool_fail("subscribing to '%s': %s", o.pattern, flit_errmsg());
+	tool_print_setup(ctx);
 
 	if (o.timeout_s > 0)
 		deadline = flit_monotonic_raw_ns() + (uint64_t)(o.timeout_s * 1e9);

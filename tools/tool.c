@@ -1188,3 +1188,15 @@ void tool_set_verbose(int level)
 	verbose = level;
 	flit_set_print(level > 0 ? print_stderr : NULL);
 }
+
+void tool_print_setup(const flit_ctx *ctx)
+{
+	static const char *const names[] = { "shm", "udp", "xdp", "rdma" };
+	char buf[1024];
+
+	if (verbose <= 0)
+		return;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flit_ctx_describe(ctx, names[i], buf, sizeof(buf)) >= 0)
+			fprintf(stderr, "%s: set-up: %s\n", tool_name(), buf);
+}

@@ -366,5 +366,9 @@ void tool_header(FILE *f, const char *fmt, ...) TOOL_FMT(2, 3);
 /* -v: library messages (flit_set_print) to stderr; level 1 shows warnings
  * and info, 2 and more also debug.  0: silence. */
 void tool_set_verbose(int level);
+/* With -v: one line on stderr per transport open in ctx, how it is set up
+ * ("flit-sub: set-up: xdp on eth0: native mode, ..., zero-copy, ...";
+ * flit_ctx_describe()). */
+void tool_print_setup(const flit_ctx *ctx);
 
 #endif /* FLIT_TOOL_H */
