@@ -36,7 +36,9 @@ static const char usage[] =
 "Lines: TOPIC seq=N source=S len=L [latency_ns=X] \"PAYLOAD\"\n"
 "       TOPIC BOS|EOS source=S [source-died]\n"
 "       TOPIC LOSS seq=A..B lost=N source=S\n"
-"latency_ns is shown for messages stamped by their source (flit-pub -S).\n"
+"latency_ns is shown for messages stamped by their source (flit-pub -S): from\n"
+"that stamp to the receive stamp (-S; a NIC's is on another clock, so then to\n"
+"the delivery), both CLOCK_REALTIME.\n"
 "\n"
 "Exit status: 0 ok, 1 runtime failure or timeout before --count, 2 usage.\n";
 
@@ -95,8 +97,11 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	if (*s->prefix && strncmp(source, s->prefix, strlen(s->prefix)))
 		return;
 	if (m->kind == FLIT_MSG_DATA && stamped) {
-		uint64_t recv = m->flags & FLIT_MSGF_RECV_TS ? m->recv_ts_ns :
-				flit_realtime_ns();
+		/* the send stamp is CLOCK_REALTIME: so must the other end be.
+		 * A NIC's receive stamp is its PHC's time, another clock: then
+		 * the time of delivery */
+		bool rt = (m->flags & FLIT_MSGF_RECV_TS) && !(m->flags & FLIT_MSGF_RECV_TS_HW);
+		uint64_t recv = rt ? m->recv_ts_ns : flit_realtime_ns();
 		latency = (int64_t)(recv - m->send_ts_ns);
 	}
 
