@@ -836,11 +836,19 @@ static int inspect(const char *ifname, struct ifstate *s)
 	return 0;
 }
 
+/* Attached program i is flit's: its pinned program, or the single one
+ * that bears flit's name without pins (inspect()). */
+static bool is_flit_prog(const struct ifstate *s, int i)
+{
+	return (s->flit && s->ids[i] == s->pin_prog_id) ||
+	       (s->flit_unpinned && s->ids[i] == s->main_id);
+}
+
 /* The first attached program that is not flit's, "" if none. */
 static const char *other_name(const struct ifstate *s)
 {
 	for (int i = 0; i < s->nids; i++)
-		if (!(s->flit && s->ids[i] == s->pin_prog_id))
+		if (!is_flit_prog(s, i))
 			return s->names[i];
 	return "";
 }
@@ -1664,8 +1672,7 @@ int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
 	st->rx_timestamps = (s.flit || s.flit_unpinned) && s.ts;
 	st->prog_id = s.flit ? s.pin_prog_id : s.flit_unpinned ? s.main_id : 0;
 	st->version = s.pinned ? s.pin_version : 0;
-	snprintf(st->other, sizeof(st->other), "%s",
-		 s.flit_unpinned ? "" : other_name(&s));
+	snprintf(st->other, sizeof(st->other), "%s", other_name(&s));
 	if ((s.flit || s.flit_unpinned) && !s.multiprog)
 		why_single(&s, st->why_single, sizeof(st->why_single));
 	for (int i = 0; s.attached && i < s.nids && st->nprogs < 10; i++) {
@@ -1675,9 +1682,7 @@ int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
 		ps->id = s.ids[i];
 		ps->prio = s.multiprog ? s.prio[i] : 0;
 		ps->chain_actions = s.multiprog ? s.chain[i] : 0;
-		ps->flit = (s.flit || s.flit_unpinned) &&
-			   (!strcmp(s.names[i], FLIT_XDP_PROG_NAME) ||
-			    !strcmp(s.names[i], FLIT_XDP_PROG_NAME_TS));
+		ps->flit = is_flit_prog(&s, i);
 	}
 out:
 	quiet_exit();
