@@ -488,11 +488,13 @@ static void status_text(const char *ifname, const struct flit_xdp_status *st,
 		iface_text(f);
 }
 
-/* One interface; k: the kernel's features, to go with it (status IFACE). */
-static int status_one(const char *ifname, bool json, bool listing,
-		      const struct flit_xdp_kernel_feats *k)
+/* One interface; with_kernel: the kernel's features too (status IFACE),
+ * probed once the interface's status was read (privileges, no such
+ * interface: those errors first). */
+static int status_one(const char *ifname, bool json, bool listing, bool with_kernel)
 {
 	struct flit_xdp_iface_feats feats, *f = &feats;
+	struct flit_xdp_kernel_feats kf, *k = NULL;
 	struct flit_xdp_status st;
 	long flows = -1;
 	int rc = flit_xdp_status(ifname, &st);
@@ -502,6 +504,10 @@ static int status_one(const char *ifname, bool json, bool listing,
 			fail_rc(rc);
 		tool_warn("%s", flit_errmsg());
 		return 1;
+	}
+	if (with_kernel) {
+		flit_xdp_kernel_feats(&kf);
+		k = &kf;
 	}
 	if (st.flit && st.version == FLIT_XDP_VERSION)
 		flows = flow_count(ifname);
@@ -568,22 +574,12 @@ static int cmd_status(int argc, char **argv)
 	struct dir_list l = { 0 };
 	struct cmd_opts o;
 	int rc, bad = 0, shown = 0, others = 0;
-
 	struct flit_xdp_kernel_feats kf;
 
 	parse_cmd(argc, argv, usage_status, "jv", &o);
 	max_args(&o, 1);
-	if (o.nargs == 1) {
-		const char *ifname = need_iface(&o, "status");
-		struct flit_xdp_status st;
-
-		/* the interface's status first: privileges, no such interface */
-		rc = flit_xdp_status(ifname, &st);
-		if (rc < 0)
-			fail_rc(rc);
-		flit_xdp_kernel_feats(&kf);
-		return status_one(ifname, o.json, false, &kf);
-	}
+	if (o.nargs == 1)
+		return status_one(need_iface(&o, "status"), o.json, false, true);
 
 	rc = flit_xdp_pin_dir_each(collect_dir, &l);
 	if (rc < 0)
@@ -603,7 +599,7 @@ static int cmd_status(int argc, char **argv)
 			continue;
 		if (shown++ && !o.json)
 			printf("\n");
-		bad |= status_one(l.d[i].ifname, o.json, true, NULL);
+		bad |= status_one(l.d[i].ifname, o.json, true, false);
 	}
 	if (!o.json && !shown)
 		printf("no interface of this network namespace has flit pins under %s\n",
