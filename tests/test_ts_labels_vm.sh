@@ -36,11 +36,7 @@
 #
 # timeout: 240
 set -u -o pipefail
-BUILD=${BUILD:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-. "$HERE/vm/lib.sh"
-. "$HERE/vm/suite.sh"
+. "$(dirname "$0")/vm/suite.sh"
 P=$ROOT/$BUILD/tools/flit-pong
 N=500
 

@@ -39,11 +39,7 @@
 #
 # timeout: 420
 set -u -o pipefail
-BUILD=${BUILD:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-. "$HERE/vm/lib.sh"
-. "$HERE/vm/suite.sh"
+. "$(dirname "$0")/vm/suite.sh"
 D=$ROOT/$BUILD/tools
 LOADER=$ROOT/$BUILD/loader/flit-loader
 

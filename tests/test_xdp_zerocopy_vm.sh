@@ -33,11 +33,7 @@
 #
 # timeout: 360
 set -u -o pipefail
-BUILD=${BUILD:-build}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-. "$HERE/vm/lib.sh"
-. "$HERE/vm/suite.sh"
+. "$(dirname "$0")/vm/suite.sh"
 D=$ROOT/$BUILD/tools
 N=${FLIT_ZC_MESSAGES:-100000}     # per stream in zero-copy mode
 NC=${FLIT_COPY_MESSAGES:-20000}   # in copy mode, where the same code paths need fewer

@@ -2,8 +2,12 @@
 # shellcheck shell=bash
 # Sourced by the tests that run a suite in a guest (tests/test_*_vm.sh,
 # tests/test_xdp_kernels.sh): the script runs itself with --suite inside the
-# guest (vm_test_run, on the host), and the suite uses the rest.  Needs
-# tests/vm/lib.sh sourced first, and ROOT, BUILD set.
+# guest (vm_test_run, on the host), and the suite uses the rest.  Brings
+# tests/vm/lib.sh, and sets ROOT (the repository) and BUILD (default build).
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ROOT=$(cd "$VM_HOME/../.." && pwd)
+BUILD=${BUILD:-build}
 
 # ---- on the host ----------------------------------------------------------------
 
