@@ -164,7 +164,7 @@ check: deps
 FUZZ_TIME ?= 60
 FUZZ_BINS := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 fuzz-build: $(FUZZ_BINS)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(LIB_HDRS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRCS) $(LIB_HDRS)
 	$(call msg,FUZZ,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $< \

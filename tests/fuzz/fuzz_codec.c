@@ -29,14 +29,7 @@
 #include <string.h>
 
 #include "codec.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 /* Decoded messages of one frame (count is a u16). */
 static uint32_t topics[65536];

@@ -39,14 +39,7 @@
 #include <string.h>
 
 #include "ctl.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 /* Decoded entries of one frame (count is a u16). */
 static struct flit_seq_range ranges[65536];

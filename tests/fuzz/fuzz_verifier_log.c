@@ -23,14 +23,7 @@
 #include <string.h>
 
 #include "xdp/verifier_log.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static int reason_into(const char *log, size_t len, char *copy)
 {

@@ -23,14 +23,7 @@
 #include <string.h>
 
 #include "xdp/pkt.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                               \
-	do {                                                                   \
-		if (!(c))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static volatile uint64_t sink;
 
