@@ -2,7 +2,7 @@
 #
 #   make [V=1] [SAN=1] [BUILD=dir] [CC=clang]
 #   make check [SAN=1] [TESTS="test_codec ..."] [TEST_TIMEOUT=s]
-#   make demo | fuzz | install PREFIX=/usr/local DESTDIR= | deps | clean
+#   make demo | fuzz | install PREFIX=/usr/local DESTDIR= | deb | deps | clean
 
 VERSION      := 0.1.0
 SOVERSION    := 0
@@ -11,6 +11,7 @@ LIBDIR       ?= $(PREFIX)/lib
 INCLUDEDIR   ?= $(PREFIX)/include
 BINDIR       ?= $(PREFIX)/bin
 MANDIR       ?= $(PREFIX)/share/man
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
 
 SAN          ?= 0
 ifeq ($(SAN),1)
@@ -81,7 +82,7 @@ SONAME     := libflit.so.$(SOVERSION)
 STLIB      := $(BUILD)/libflit.a
 
 .SECONDARY: $(BPF_OBJS) $(TOOL_NAMES:%=$(BUILD)/tools/%.o) $(TOOL_OBJS)
-.PHONY: all lib tools loader tests bpf check demo bench fuzz fuzz-build install deps clean help
+.PHONY: all lib tools loader tests bpf check demo bench fuzz fuzz-build install deb deps clean help
 .DEFAULT_GOAL := all
 
 all: lib tools loader bpf tests $(BUILD)/flit.pc
@@ -114,11 +115,12 @@ $(STLIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	$(if $(RDMA_LIBS),-e '/^Libs.private:/s|$$| $(RDMA_LIBS)|')
 $(BUILD)/flit.pc: flit.pc.in Makefile
 	$(call msg,GEN,$@)
 	@mkdir -p $(@D)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
-		$(if $(RDMA_LIBS),-e '/^Libs.private:/s|$$| $(RDMA_LIBS)|') $< > $@
+	$(Q)$(PC_SED) $< > $@
 
 # Tools link the static library: no PLT on the hot path, run from the tree.
 $(BUILD)/tools/%: $(BUILD)/tools/%.o $(TOOL_OBJS) $(STLIB)
@@ -195,15 +197,23 @@ install: all
 	ln -sf libflit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libflit.so
 	install -m 644 $(STLIB) $(DESTDIR)$(LIBDIR)/
-	install -m 644 $(BUILD)/flit.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	$(PC_SED) flit.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/flit.pc
 	install -m 755 $(TOOLS) $(LOADER) tools/flit-plot $(DESTDIR)$(BINDIR)/
 	install -d $(DESTDIR)$(PREFIX)/share/flit/wireshark
 	install -m 644 tools/wireshark/flit.lua $(DESTDIR)$(PREFIX)/share/flit/wireshark/
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' loader/flit-loader@.service.in > $(DESTDIR)$(UNITDIR)/flit-loader@.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/flit-loader@.service
 	for s in 1 3 7 8; do \
 		ls docs/man/*.$$s >/dev/null 2>&1 || continue; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		install -m 644 docs/man/*.$$s $(DESTDIR)$(MANDIR)/man$$s/; \
 	done
+
+# Debian packages libflit0, libflit-dev, flit-tools in $(BUILD)/deb/
+# (tools/mkdeb.sh: a staged `make install` split by package; dpkg-deb)
+deb: all
+	$(Q)BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) tools/mkdeb.sh
 
 clean:
 	rm -rf build build-san
