@@ -64,7 +64,6 @@ struct options {
 
 struct sub_state {
 	const struct options *o;
-	char prefix[16];        /* "shm:" when filtering by transport */
 	uint64_t got;
 };
 
@@ -93,8 +92,6 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 
 	(void)sub;
 	if (stop || (o->count && s->got >= o->count))
-		return;
-	if (*s->prefix && strncmp(source, s->prefix, strlen(s->prefix)))
 		return;
 	if (m->kind == FLIT_MSG_DATA && stamped) {
 		/* the send stamp is CLOCK_REALTIME: so must the other end be.
@@ -228,8 +225,6 @@ int main(int argc, char **argv)
 	tool_init("flit-sub", usage);
 	parse(argc, argv, &o);
 	tool_set_verbose(o.verbose);
-	if (o.transport)
-		snprintf(s.prefix, sizeof(s.prefix), "%s:", o.transport);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
