@@ -19,6 +19,8 @@ static const char usage[] =
 "  -t, --transport T   only use transport T (shm, udp, xdp, rdma; the context\n"
 "                      gets context.transports = T); default: any\n"
 "  -n, --count N       exit after N messages\n"
+"  -e, --eos           exit when every source that began (BOS) has ended\n"
+"                      (EOS): a subscriber of one publisher ends with it\n"
 "  -T, --timeout S     exit after S seconds (status 1 if --count was given\n"
 "                      and not reached)\n"
 "  -j, --json          one JSON object per line\n"
@@ -57,7 +59,7 @@ struct options {
 	uint64_t count;         /* 0: unlimited */
 	double timeout_s;       /* 0: none */
 	size_t max_bytes;
-	bool json, spin, timestamps;
+	bool json, spin, timestamps, eos;
 	struct tool_config config;      /* the context's inline config */
 	int verbose;
 };
@@ -65,6 +67,7 @@ struct options {
 struct sub_state {
 	const struct options *o;
 	uint64_t got;
+	unsigned begun, ended; /* sources that sent BOS, EOS */
 };
 
 /* Print payload bytes: printable ASCII as is, the rest escaped; JSON-safe
@@ -161,6 +164,10 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	}
 	if (m->kind == FLIT_MSG_DATA)
 		s->got++;
+	else if (m->kind == FLIT_MSG_BOS)
+		s->begun++;
+	else if (m->kind == FLIT_MSG_EOS)
+		s->ended++;
 }
 
 static void parse(int argc, char **argv, struct options *o)
@@ -168,6 +175,7 @@ static void parse(int argc, char **argv, struct options *o)
 	static const struct option longopts[] = {
 		{ "transport",  required_argument, NULL, 't' },
 		{ "count",      required_argument, NULL, 'n' },
+		{ "eos",        no_argument,       NULL, 'e' },
 		{ "timeout",    required_argument, NULL, 'T' },
 		{ "json",       no_argument,       NULL, 'j' },
 		{ "max-bytes",  required_argument, NULL, 'B' },
@@ -182,11 +190,12 @@ static void parse(int argc, char **argv, struct options *o)
 	int opt, ncfg = 0;
 
 	*o = (struct options){ .max_bytes = 256 };
-	while ((opt = getopt_long(argc, argv, ":t:n:T:jB:sSC:vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:n:eT:jB:sSC:vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
 		case 'n': o->count = tool_parse_count("count", optarg, 1, UINT64_MAX / 2); break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400 * 365); break;
+		case 'e': o->eos = true; break;
 		case 'j': o->json = true; break;
 		case 'B': o->max_bytes = tool_parse_size("max-bytes", optarg, 0, 1 << 30); break;
 		case 's': o->spin = true; break;
@@ -242,7 +251,8 @@ int main(int argc, char **argv)
 
 	if (o.timeout_s > 0)
 		deadline = flit_monotonic_raw_ns() + (uint64_t)(o.timeout_s * 1e9);
-	while (!stop && !(o.count && s.got >= o.count)) {
+	while (!stop && !(o.count && s.got >= o.count) &&
+	       !(o.eos && s.begun && s.ended >= s.begun)) {
 		int n = flit_ctx_poll(ctx, 0);
 
 		if (n < 0) {
