@@ -4,7 +4,8 @@
  * contexts' counters files (userspace/stats.h, docs/STATS.md), and the
  * counters of flit's XDP program, read from its pinned per-CPU map
  * (transports/xdp/xdp_prog.h, read-only).  Nothing here writes to a
- * process; --gc removes files whose writer is gone.
+ * process; --gc removes files whose writer is gone.  --prometheus and
+ * --serve give the same counters in Prometheus' format (prom.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,16 +19,22 @@
 
 #include <bpf/libbpf.h>
 
+#include "prom.h"
 #include "stats.h"
 #include "tool.h"
 #include "xdp/xdp_prog.h"
 
 #define DEFAULT_DIR "/dev/shm/flit-stats"
 #define MAX_FILES 4096
+#define MAX_XDP 16
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const char usage[] =
 "Usage: flit-stat [options] [PID | --all]\n"
 "       flit-stat --xdp IFACE [--netns NS] [--json] [--watch[=S]]\n"
+"       flit-stat --prometheus [PID | --all] [--max-topics N] [--xdp IFACE]\n"
+"       flit-stat --serve ADDR:PORT [PID | --all] [--max-topics N] [--xdp IFACE]\n"
 "       flit-stat --gc\n"
 "Live counters of flit processes: every context writes its counters to a\n"
 "file in context.stats_dir (one row for the context's totals, one per\n"
@@ -46,8 +53,18 @@ static const char usage[] =
 "                       until interrupted\n"
 "  -x, --xdp IFACE      the XDP program's counters on IFACE, by verdict and\n"
 "                       reason (pinned under " FLIT_XDP_PIN_ROOT "/IFACE/;\n"
-"                       needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN)\n"
+"                       needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN);\n"
+"                       repeat it or give a comma list for several\n"
 "  -N, --netns NS       IFACE is in network namespace NS (needs CAP_SYS_ADMIN)\n"
+"  -P, --prometheus     the counters of every live process (or of PID) in\n"
+"                       the Prometheus text format 0.0.4, for node_exporter's\n"
+"                       textfile collector\n"
+"      --serve ADDR:PORT  serve them over HTTP at /metrics until SIGINT or\n"
+"                       SIGTERM: 127.0.0.1:9470, [::1]:9470 (port 0: any)\n"
+"      --max-topics N   with those two: at most N publisher and subscriber\n"
+"                       rows per process get their own series (the oldest);\n"
+"                       the others are summed in topic=\"_other\" (default\n"
+"                       " STR(PROM_MAX_TOPICS_DEFAULT) ")\n"
 "  -d, --dir DIR        where the counters files are (default:\n"
 "                       $FLIT_CONTEXT_STATS_DIR, else " DEFAULT_DIR ")\n"
 "      --gc             remove the counters files whose process is gone\n"
@@ -58,7 +75,7 @@ static const char usage[] =
 "the CLOCK_MONOTONIC time it was written: context.stats_interval_ms).\n"
 "\n"
 "Exit status: 0 ok, 1 runtime failure (no counters file for PID, XDP\n"
-"counters unreadable), 2 usage.\n";
+"counters unreadable, cannot listen), 2 usage.\n";
 
 struct options {
 	const char *dir;
@@ -66,8 +83,13 @@ struct options {
 	bool all, json, gc;
 	double watch_s;       /* 0: once */
 	const char *topic;
-	const char *xdp;
+	const char *xdp[MAX_XDP];
+	int nxdp;
 	const char *netns;
+	bool prom;            /* --prometheus, or --serve */
+	const char *serve;
+	struct prom_addr addr;
+	long max_topics;      /* -1: not given */
 	int verbose;
 };
 
@@ -119,9 +141,29 @@ static bool looks_like_interval(const char *s)
 	return !*end && (strchr(s, '.') || v <= 300);
 }
 
+/* --xdp NAME[,NAME...], added to o.xdp (a name given twice counts once) */
+static void parse_xdp(char *arg)
+{
+	char *name;
+
+	while ((name = strsep(&arg, ","))) {
+		bool dup = false;
+
+		if (!*name || strlen(name) >= 16 || strpbrk(name, "/@: "))
+			tool_usage_exit("--xdp: bad interface name '%s'", name);
+		for (int i = 0; i < o.nxdp; i++)
+			dup |= !strcmp(o.xdp[i], name);
+		if (dup)
+			continue;
+		if (o.nxdp == MAX_XDP)
+			tool_usage_exit("--xdp: at most %d interfaces", MAX_XDP);
+		o.xdp[o.nxdp++] = name;
+	}
+}
+
 static void parse(int argc, char **argv)
 {
-	enum { OPT_GC = 256 };
+	enum { OPT_GC = 256, OPT_SERVE, OPT_MAX_TOPICS };
 	static const struct option longopts[] = {
 		{ "all",     no_argument,       NULL, 'a' },
 		{ "topic",   required_argument, NULL, 't' },
@@ -131,17 +173,21 @@ static void parse(int argc, char **argv)
 		{ "netns",   required_argument, NULL, 'N' },
 		{ "dir",     required_argument, NULL, 'd' },
 		{ "gc",      no_argument,       NULL, OPT_GC },
+		{ "prometheus", no_argument,    NULL, 'P' },
+		{ "serve",   required_argument, NULL, OPT_SERVE },
+		{ "max-topics", required_argument, NULL, OPT_MAX_TOPICS },
 		{ "verbose", no_argument,       NULL, 'v' },
 		{ "help",    no_argument,       NULL, 'h' },
 		{ 0 }
 	};
 	int opt;
 
+	o.max_topics = -1;
 	o.dir = getenv("FLIT_CONTEXT_STATS_DIR");
 	if (!o.dir || !*o.dir)
 		o.dir = DEFAULT_DIR;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":at:jw::x:N:d:vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":at:jw::x:N:d:Pvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a': o.all = true; break;
 		case 't':
@@ -155,11 +201,7 @@ static void parse(int argc, char **argv)
 				optarg = argv[optind++];
 			o.watch_s = optarg ? tool_parse_seconds("--watch interval", optarg, 0.05, 3600) : 1;
 			break;
-		case 'x':
-			if (!*optarg || strlen(optarg) >= 16 || strpbrk(optarg, "/@: "))
-				tool_usage_exit("--xdp: bad interface name '%s'", optarg);
-			o.xdp = optarg;
-			break;
+		case 'x': parse_xdp(optarg); break;
 		case 'N': o.netns = tool_parse_netns("--netns", optarg); break;
 		case 'd':
 			if (optarg[0] != '/')
@@ -167,6 +209,17 @@ static void parse(int argc, char **argv)
 			o.dir = optarg;
 			break;
 		case OPT_GC: o.gc = true; break;
+		case 'P': o.prom = true; break;
+		case OPT_SERVE:
+			if (prom_parse_addr(optarg, &o.addr) < 0)
+				tool_usage_exit("--serve: '%s' is not ADDR:PORT (numeric: "
+						"127.0.0.1:9470, [::1]:9470)", optarg);
+			o.serve = optarg;
+			o.prom = true;
+			break;
+		case OPT_MAX_TOPICS:
+			o.max_topics = (long)tool_parse_count("--max-topics", optarg, 0, 10000000);
+			break;
 		case 'v': o.verbose++; break;
 		case 'h': tool_help_exit();
 		default: tool_getopt_error(opt, argv);
@@ -181,10 +234,18 @@ static void parse(int argc, char **argv)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
 	if (o.pid && o.all)
 		tool_usage_exit("give a PID or --all, not both");
-	if (o.netns && !o.xdp)
+	if (o.netns && !o.nxdp)
 		tool_usage_exit("--netns names the namespace of --xdp IFACE");
-	if (o.gc && (o.pid || o.all || o.xdp || o.watch_s || o.topic))
+	if (o.gc && (o.pid || o.all || o.nxdp || o.watch_s || o.topic || o.prom))
 		tool_usage_exit("--gc takes no other option but --dir");
+	if (o.prom && (o.json || o.watch_s))
+		tool_usage_exit("--prometheus and --serve take neither --json nor --watch");
+	if (o.max_topics >= 0 && !o.prom)
+		tool_usage_exit("--max-topics goes with --prometheus or --serve");
+	if (o.max_topics < 0)
+		o.max_topics = PROM_MAX_TOPICS_DEFAULT;
+	if (o.prom && !o.pid)
+		o.all = true;
 }
 
 /* ---- counters files -------------------------------------------------------- */
@@ -205,18 +266,16 @@ static int file_cmp(const void *a, const void *b)
 }
 
 /* The counters files in o.dir ("<pid>-<n>"), of `pid` only if not 0, in
- * pid and context order.  Returns how many (<= max). */
-static int scan(int pid, struct file *out, int max)
+ * pid and context order.  Returns how many (<= max), or -errno (the
+ * directory is unreadable; none is 0 files). */
+static int scan_dir(int pid, struct file *out, int max)
 {
 	DIR *d = opendir(o.dir);
 	struct dirent *e;
 	int n = 0;
 
-	if (!d) {
-		if (errno == ENOENT)
-			return 0;
-		tool_fail("cannot read %s: %s", o.dir, strerror(errno));
-	}
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
 	while ((e = readdir(d)) && n < max) {
 		unsigned idx;
 		int p, len;
@@ -231,6 +290,15 @@ static int scan(int pid, struct file *out, int max)
 	}
 	closedir(d);
 	qsort(out, (size_t)n, sizeof(*out), file_cmp);
+	return n;
+}
+
+static int scan(int pid, struct file *out, int max)
+{
+	int n = scan_dir(pid, out, max);
+
+	if (n < 0)
+		tool_fail("cannot read %s: %s", o.dir, strerror(-n));
 	return n;
 }
 
@@ -592,6 +660,17 @@ static void slot_drop(struct slot *sl)
 	*sl = slots[--nslots];
 }
 
+/* o.pid has no live counters file: say why, exit 1. */
+static noreturn void pid_not_live(int stale)
+{
+	if (stale)
+		tool_fail("pid %d has no live counters file in %s, only stale ones", o.pid, o.dir);
+	if (kill(o.pid, 0) < 0 && errno == ESRCH)
+		tool_fail("no process %d (and no counters file for it in %s)", o.pid, o.dir);
+	tool_fail("no counters file for pid %d in %s (not a flit process, "
+		  "context.stats = off there, or another context.stats_dir: --dir)", o.pid, o.dir);
+}
+
 /* One sample of the files of o.pid (or of all): printed, kept for rates.
  * Returns the number of live contexts shown. */
 static int sample(bool first)
@@ -641,14 +720,8 @@ static int sample(bool first)
 			       slots[i].snap->hdr.ctx_index);
 		slot_drop(&slots[i]);
 	}
-	if (first && o.pid && !live) {
-		if (stale)
-			tool_fail("pid %d has no live counters file in %s, only stale ones", o.pid, o.dir);
-		if (kill(o.pid, 0) < 0 && errno == ESRCH)
-			tool_fail("no process %d (and no counters file for it in %s)", o.pid, o.dir);
-		tool_fail("no counters file for pid %d in %s (not a flit process, "
-			  "context.stats = off there, or another context.stats_dir: --dir)", o.pid, o.dir);
-	}
+	if (first && o.pid && !live)
+		pid_not_live(stale);
 	if (first && o.all && !live && !o.json)
 		printf("# no live flit process has a counters file in %s\n", o.dir);
 	fflush(stdout);
@@ -657,26 +730,40 @@ static int sample(bool first)
 
 /* ---- the XDP program's counters --------------------------------------------------- */
 
-static struct flit_xdp_maps xmaps;
-static uint64_t xprev[FLIT_XDP_COUNTERS];
-static double xprev_t;
+static struct flit_xdp_maps xmaps[MAX_XDP];
+static uint64_t xprev[MAX_XDP][FLIT_XDP_COUNTERS];
+static double xprev_t[MAX_XDP];
 
-static void xdp_open(void)
+/* Open the maps of interface i into *m, or fail (exit 1) saying why. */
+static void xdp_open(int i, struct flit_xdp_maps *m)
 {
-	int rc;
+	const char *ifname = o.xdp[i];
+	int rc = flit_xdp_maps_open(ifname, m);
 
-	if (o.netns)
-		tool_netns_enter_name(o.netns);
-	rc = flit_xdp_maps_open(o.xdp, &xmaps);
 	if (rc == -EPERM || rc == -EACCES)
 		tool_fail("reading the XDP counters of %s needs CAP_BPF and CAP_NET_ADMIN "
-			  "(or CAP_SYS_ADMIN): %s", o.xdp, flit_errmsg());
+			  "(or CAP_SYS_ADMIN): %s", ifname, flit_errmsg());
 	if (rc == -ENOENT)
-		tool_fail("flit's XDP program is not attached to %s%s%s (%s)", o.xdp,
+		tool_fail("flit's XDP program is not attached to %s%s%s (%s)", ifname,
 			  o.netns ? " in network namespace " : "", o.netns ? o.netns : "",
 			  flit_errmsg());
 	if (rc < 0)
-		tool_fail("XDP counters of %s: %s", o.xdp, flit_errmsg());
+		tool_fail("XDP counters of %s: %s", ifname, flit_errmsg());
+}
+
+/* Into --netns (once), then the maps of every --xdp interface. */
+static void xdp_open_all(void)
+{
+	if (o.netns)
+		tool_netns_enter_name(o.netns);
+	for (int i = 0; i < o.nxdp; i++)
+		xdp_open(i, &xmaps[i]);
+}
+
+static void xdp_close_all(void)
+{
+	for (int i = 0; i < o.nxdp; i++)
+		flit_xdp_maps_close(&xmaps[i]);
 }
 
 /* [from, to) of the counters: verdicts, reasons of XDP_PASS, the others */
@@ -689,23 +776,25 @@ static const struct {
 	{ "also", "other", FLIT_XDP_VLAN, FLIT_XDP_COUNTERS },
 };
 
-static void xdp_sample(bool first)
+static void xdp_sample(int x, bool first)
 {
-	uint64_t c[FLIT_XDP_COUNTERS];
-	double t = mono_s(), dt = t - xprev_t;
-	int rc = flit_xdp_counters(&xmaps, c);
+	const char *ifname = o.xdp[x];
+	const struct flit_xdp_maps *m = &xmaps[x];
+	uint64_t c[FLIT_XDP_COUNTERS], *prev = xprev[x];
+	double t = mono_s(), dt = t - xprev_t[x];
+	int rc = flit_xdp_counters(m, c);
 
 	if (rc < 0)
-		tool_fail("XDP counters of %s: %s", o.xdp, flit_errmsg());
+		tool_fail("XDP counters of %s: %s", ifname, flit_errmsg());
 	if (o.json) {
 		printf("{\"tool\":\"flit-stat\",\"xdp\":");
-		tool_json_str(stdout, o.xdp);
+		tool_json_str(stdout, ifname);
 		if (o.netns) {
 			printf(",\"netns\":");
 			tool_json_str(stdout, o.netns);
 		}
 		printf(",\"pin_dir\":");
-		tool_json_str(stdout, xmaps.pin_dir);
+		tool_json_str(stdout, m->pin_dir);
 		printf(",\"time\":%ld,\"cpus\":%d", (long)time(NULL), libbpf_num_possible_cpus());
 		for (size_t g = 0; g < sizeof(xgroups) / sizeof(*xgroups); g++) {
 			printf(",\"%s\":{", xgroups[g].json);
@@ -718,13 +807,13 @@ static void xdp_sample(bool first)
 			printf(",\"interval_s\":%.3f,\"per_sec\":{", dt);
 			for (unsigned i = 0; i < FLIT_XDP_COUNTERS; i++)
 				printf("%s\"%s\":%.1f", i ? "," : "", flit_xdp_counter_name(i),
-				       (double)(c[i] - xprev[i]) / dt);
+				       (double)(c[i] - prev[i]) / dt);
 			printf("}");
 		}
 		printf("}\n");
 	} else {
-		printf("xdp %s%s%s (%s, sum over %d CPUs)\n", o.xdp, o.netns ? " in " : "",
-		       o.netns ? o.netns : "", xmaps.pin_dir, libbpf_num_possible_cpus());
+		printf("xdp %s%s%s (%s, sum over %d CPUs)\n", ifname, o.netns ? " in " : "",
+		       o.netns ? o.netns : "", m->pin_dir, libbpf_num_possible_cpus());
 		for (size_t g = 0; g < sizeof(xgroups) / sizeof(*xgroups); g++) {
 			printf("  %-15s", xgroups[g].label);
 			for (unsigned i = xgroups[g].from; i < xgroups[g].to; i++) {
@@ -735,8 +824,8 @@ static void xdp_sample(bool first)
 					name += 5;
 				fmt_count(v, sizeof(v), (double)c[i]);
 				printf(" %s=%s", name, v);
-				if (!first && c[i] != xprev[i]) {
-					fmt_count(rv, sizeof(rv), (double)(c[i] - xprev[i]) / dt);
+				if (!first && c[i] != prev[i]) {
+					fmt_count(rv, sizeof(rv), (double)(c[i] - prev[i]) / dt);
 					printf(" (%s/s)", rv);
 				}
 			}
@@ -744,8 +833,107 @@ static void xdp_sample(bool first)
 		}
 	}
 	fflush(stdout);
-	memcpy(xprev, c, sizeof(c));
-	xprev_t = t;
+	memcpy(prev, c, sizeof(c));
+	xprev_t[x] = t;
+}
+
+/* ---- Prometheus ----------------------------------------------------------------- */
+
+static bool serving;
+static bool xdp_down[MAX_XDP];   /* last scrape could not read it (said once) */
+
+/* The exposition of the live contexts of o.pid (or all) and of the --xdp
+ * interfaces, into f.  One-shot: a PID without a live file and unreadable
+ * XDP counters fail (exit 1); serving, nothing does: what cannot be read is
+ * left out (flit_xdp_up 0), and said on stderr once. */
+static int prom_body(void *arg, FILE *f)
+{
+	static struct file files[MAX_FILES];
+	static struct flit_stats_snap *snaps[MAX_FILES];
+	struct prom_xdp xs[MAX_XDP];
+	struct prom_input in = { .snaps = snaps, .xdp = xs, .nxdp = (unsigned)o.nxdp,
+				 .topic = o.topic, .max_topics = (unsigned)o.max_topics };
+	int n = scan_dir(o.pid, files, MAX_FILES), rc;
+
+	(void)arg;
+	if (n < 0) {
+		if (!serving)
+			tool_fail("cannot read %s: %s", o.dir, strerror(-n));
+		tool_warn("cannot read %s: %s", o.dir, strerror(-n));
+		n = 0;
+	}
+	for (int i = 0; i < n; i++) {
+		bool stale;
+		struct flit_stats_snap *s = read_live(&files[i], true, &stale);
+
+		if (s)
+			snaps[in.nsnaps++] = s;
+		in.stale += stale;
+	}
+	if (!serving && o.pid && !in.nsnaps)
+		pid_not_live((int)in.stale);
+	for (int x = 0; x < o.nxdp; x++) {
+		struct flit_xdp_maps m;
+
+		xs[x] = (struct prom_xdp){ .ifname = o.xdp[x], .netns = o.netns };
+		if (!serving) {
+			if ((rc = flit_xdp_counters(&xmaps[x], xs[x].c)) < 0)
+				tool_fail("XDP counters of %s: %s", o.xdp[x], flit_errmsg());
+			xs[x].up = true;
+			continue;
+		}
+		/* opened anew each time: a program attached again has new maps */
+		rc = flit_xdp_maps_open(o.xdp[x], &m);
+		if (rc == 0) {
+			rc = flit_xdp_counters(&m, xs[x].c);
+			flit_xdp_maps_close(&m);
+		}
+		xs[x].up = rc == 0;
+		if (rc < 0 && !xdp_down[x])
+			tool_warn("XDP counters of %s: %s", o.xdp[x], flit_errmsg());
+		else if (rc == 0 && xdp_down[x])
+			tool_warn("XDP counters of %s readable again", o.xdp[x]);
+		xdp_down[x] = rc < 0;
+	}
+	in.now_ns = (uint64_t)(mono_s() * 1e9);
+	rc = prom_write(f, &in);
+	for (unsigned i = 0; i < in.nsnaps; i++) {
+		flit_stats_snap_free(snaps[i]);
+		free(snaps[i]);
+	}
+	return rc;
+}
+
+static int prom_main(void)
+{
+	char err[256];
+	int lfd = -1, rc;
+
+	/* bound before entering --netns: the address is in flit-stat's own
+	 * namespace, the interfaces in NS */
+	if (o.serve && (lfd = prom_listen(&o.addr, err, sizeof(err))) < 0)
+		tool_fail("%s", err);
+	if (o.nxdp)
+		xdp_open_all();
+	if (!o.serve) {
+		rc = prom_body(NULL, stdout);
+		xdp_close_all();
+		if (rc < 0)
+			tool_fail("the exposition: %s", strerror(-rc));
+		if (fflush(stdout) || ferror(stdout))
+			tool_fail("writing the exposition: %s", strerror(errno));
+		return 0;
+	}
+	xdp_close_all();    /* checked; each scrape opens them anew */
+	serving = true;
+	printf("# serving the counters of %s at http://%s/metrics\n",
+	       o.pid ? "one process" : "every live flit process", o.addr.text);
+	fflush(stdout);
+	rc = prom_serve(lfd, prom_body, NULL, o.verbose);
+	close(lfd);
+	if (rc < 0)
+		tool_fail("serving: %s", strerror(-rc));
+	return 0;
 }
 
 /* ---- main ------------------------------------------------------------------------- */
@@ -772,19 +960,19 @@ int main(int argc, char **argv)
 			printf("# no stale counters files in %s\n", o.dir);
 		return 0;
 	}
+	if (o.prom)
+		return prom_main();
 	procs = o.pid || o.all;
-	if (!procs && !o.xdp)
+	if (!procs && !o.nxdp)
 		return list();
-	if (o.xdp)
-		xdp_open();
+	xdp_open_all();
 
 	if (procs)
 		sample(true);
-	if (o.xdp)
-		xdp_sample(true);
+	for (int x = 0; x < o.nxdp; x++)
+		xdp_sample(x, true);
 	if (!o.watch_s) {
-		if (o.xdp)
-			flit_xdp_maps_close(&xmaps);
+		xdp_close_all();
 		return 0;
 	}
 
@@ -811,12 +999,11 @@ int main(int argc, char **argv)
 				printf("pid %d has no live counters file any more: done\n", o.pid);
 			break;
 		}
-		if (o.xdp)
-			xdp_sample(false);
+		for (int x = 0; x < o.nxdp; x++)
+			xdp_sample(x, false);
 	}
 	while (nslots)
 		slot_drop(&slots[0]);
-	if (o.xdp)
-		flit_xdp_maps_close(&xmaps);
+	xdp_close_all();
 	return 0;
 }
