@@ -63,7 +63,7 @@ LIB_SRCS   := $(filter-out transports/rdma/%.c,$(LIB_SRCS))
 $(info flit: libibverbs/librdmacm not found: building without the rdma transport (make deps installs them))
 endif
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-LIB_HDRS   := $(wildcard include/flit/*.h userspace/*.h transports/*/*.h)
+LIB_HDRS   := $(wildcard include/flit/*.h userspace/*.h transports/*/*.h bpf/*.h)
 TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/flit-*.c))
 TOOL_LIB   := $(filter-out $(wildcard tools/flit-*.c),$(wildcard tools/*.c))
 TOOL_OBJS  := $(TOOL_LIB:%.c=$(BUILD)/%.o)
@@ -99,7 +99,7 @@ loader: $(LOADER)
 bpf: $(BPF_SKELS)
 tests: $(TEST_BINS)
 
-$(BUILD)/%.o: %.c $(LIB_HDRS) $(wildcard tools/*.h) | $(BPF_SKELS)
+$(BUILD)/%.o: %.c $(LIB_HDRS) $(wildcard tools/*.h) $(BPF_SKELS)
 	$(call msg,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -c $< -o $@
@@ -189,10 +189,19 @@ bench: deps
 	$(Q)BUILD=$(BUILD) ROUNDS=$${ROUNDS:-5} tools/demo.sh
 	$(Q)BUILD=$(BUILD) tools/bench-shm.sh
 
+# ---- Python package (python/, ctypes over libflit.so.0): a wheel, offline.
+# Debian's python3 by default: its setuptools and wheel are what deps installs.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+.PHONY: python
+python:
+	$(call msg,WHEEL,$(BUILD)/python)
+	@mkdir -p $(BUILD)/python
+	$(Q)$(PYTHON) -m pip wheel -q --no-build-isolation --no-index --no-deps -w $(BUILD)/python ./python
+
 # ---- install -------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(INCLUDEDIR)/flit $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
-	install -m 644 include/flit/*.h $(DESTDIR)$(INCLUDEDIR)/flit/
+	install -m 644 include/flit/*.h include/flit/*.hpp $(DESTDIR)$(INCLUDEDIR)/flit/
 	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf libflit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libflit.so
