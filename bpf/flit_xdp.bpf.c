@@ -12,9 +12,9 @@
  *   a flow's payload < 4 bytes or without 'F' 'L'   -> PASS_NOT_FLIT
  *   magic, but the UDP length runs past the packet
  *   or the IPv4 total length, or is < 8             -> MALFORMED (any type)
- *   type 2..7, control frames (rare and small;
+ *   type 2..8, control frames (rare and small;
  *   flit_ctl_check() in user space validates them)  -> steer
- *   type 0 or > 7: nothing sends them (8..15 are
+ *   type 0 or > 8: nothing sends them (9..15 are
  *   reserved for control frames a later protocol
  *   revision, and FLIT_XDP_VERSION, would add);
  *   user space would refuse them (FLIT_FE_TYPE)     -> MALFORMED
@@ -156,7 +156,7 @@ struct flit_wire_hdr {
 #define FLIT_MAGIC       0x4c46
 #define FLIT_VERSION     1
 #define FLIT_T_DATA      1
-#define FLIT_T_CTL_LAST  7      /* types 2..7: control frames */
+#define FLIT_T_CTL_LAST  8      /* types 2..8: control frames (8: LATE) */
 #define FLIT_F_TS        0x0001
 #define FLIT_F_KNOWN     0x0003 /* TS | RETX */
 #define FLIT_HDR_LEN     24

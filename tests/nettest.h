@@ -45,6 +45,8 @@ static char tb[16];
 struct sub_result {
 	uint64_t delivered, lost, loss_events, order_errors, pattern_errors;
 	uint64_t first_seq, bos, eos, retx, kernel_ts, ts_off;
+	uint64_t late, first_live;  /* FLIT_MSGF_LATE_JOIN messages; first unmarked seq */
+	uint64_t join_ms;           /* from the subscriber's creation to its first message */
 	struct flit_counters c;
 	uint64_t xdp[FLIT_XDP_COUNTERS];  /* the program's counters (xdp only) */
 	int ok;      /* finished: saw the last message (or its loss) */
@@ -52,8 +54,8 @@ struct sub_result {
 };
 
 struct sub_state {
-	uint64_t n, next, first;
-	bool started;
+	uint64_t n, next, first, t0;
+	bool started, live;
 	struct sub_result r;
 	volatile int done;
 };
@@ -93,11 +95,20 @@ static void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
 			st->started = true;
 			st->first = st->r.first_seq = seq;
 			st->next = seq;
+			st->r.join_ms = tl_now_ms() - st->t0;
 		}
 		if (seq != st->next)
 			st->r.order_errors++;
 		st->next = seq + 1;
 		st->r.delivered++;
+		if (m->flags & FLIT_MSGF_LATE_JOIN) {
+			st->r.late++;
+			if (st->live) /* a retained message after a live one */
+				st->r.order_errors++;
+		} else if (!st->live) {
+			st->live = true;
+			st->r.first_live = seq;
+		}
 		if (m->flags & FLIT_MSGF_RETX)
 			st->r.retx++;
 		if ((m->flags & FLIT_MSGF_RECV_TS_KERNEL) && (m->flags & FLIT_MSGF_RECV_TS)) {
@@ -133,7 +144,7 @@ static inline flit_ctx *net_ctx(const char *cfg)
 static void sub_main(int host, const char *transport, const char *topic, bool pattern,
 		     uint64_t n, const char *cfg, int fd, unsigned timeout_ms)
 {
-	struct sub_state st = { .n = n };
+	struct sub_state st = { .n = n, .t0 = tl_now_ms() };
 	if (tb_enter(tb, host))
 		_exit(3);
 	flit_ctx *ctx = net_ctx_on(transport, cfg);

@@ -3,7 +3,7 @@
 #
 # 1. Crafted frames (a pcap written here, no privileges needed): the golden
 #    frames of docs/PROTOCOL.md (DATA with and without timestamps, HB, NAK,
-#    NCF, INFO, QUERY, JOIN) decode to the values the page gives, found by the
+#    NCF, INFO, QUERY, JOIN, LATE, JOIN with FLIT_JF_LATE) decode to the values the page gives, found by the
 #    heuristic on any port; corrupt and truncated frames (short header, count
 #    too large, len past the datagram, a payload past the frame, unknown flags,
 #    odd len, a non-zero reserved byte, a control byte in a name, an empty NAK
@@ -97,6 +97,9 @@ good = [
     ('query', hx('464c0106 0000 0200 48000000 00000000 0000000000000000 de5b3b93 00000000 00000000'
                  '00 00 0d00 7072696365732e65 7572757364000000 00000000 01 00 0600 6e6577732e2a0000')),
     ('join', hx('464c0107 0000 0000 20000000 4d3c2b1a 0000000000000000 de5b3b93 00000000')),
+    ('late', hx('464c0108 0000 0000 38000000 4d3c2b1a e803000000000000 8403000000000000'
+                '0000000000000000 00f9029500000000 f4010000 00000000')),
+    ('join_late', hx('464c0107 0200 0000 20000000 4d3c2b1a 0000000000000000 de5b3b93 00000000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -113,6 +116,8 @@ bad = [
     ('hb_trail_after_seq', g['hb'][:24] + struct.pack('<Q', 5000)),
     ('msg_flags', d[:31] + b'\x80' + d[32:]),
     ('five_bytes', d[:5]),
+    ('late_trail_after_seq', g['late'][:24] + struct.pack('<Q', 5000) + g['late'][32:]),
+    ('join_leave_and_late', g['join'][:4] + b'\x03\x00' + g['join'][6:]),
 ]
 other = [('version2', d[:2] + b'\x02' + d[3:])]     # to port 14401: decoded with a warning
 frames = good + bad + other
@@ -170,6 +175,9 @@ check_fields 6 "-e flit.type -e flit.domain -e flit.info.mode -e flit.info.data_
 check_fields 7 "-e flit.type -e flit.session -e flit.name.kind -e flit.name.text" \
 	"6|0x00000000|0,1|prices.eurusd,news.*" "QUERY names and pattern"
 check_fields 8 "-e flit.type -e flit.session -e flit.domain -e flit.flags.leave" "7|0x1a2b3c4d|0x933b5bde|0" "JOIN"
+check_fields 9 "-e flit.type -e flit.seq -e flit.hb.trail -e flit.late.origin -e flit.late.age_ns -e flit.late.late_join" \
+	"8|1000|900|0|2500000000|500" "LATE: live start, trail, origin, age, late_join"
+check_fields 10 "-e flit.type -e flit.flags.leave -e flit.flags.late" "7|0|1" "JOIN asking for LATE"
 # the malformed reasons are named
 ts -r "$tmp/crafted.pcap" -Y flit.malformed -T fields -e _ws.expert.message >"$tmp/reasons.txt"
 for r in FLIT_FE_SHORT FLIT_FE_COUNT FLIT_FE_LEN FLIT_FE_MSG_LEN FLIT_FE_FLAGS FLIT_FE_MSG_FLAGS; do

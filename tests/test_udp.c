@@ -90,6 +90,103 @@ static void late_joiner_finds_running_source(void **state)
 	assert_true(r.first_seq > 0);
 }
 
+/* Late join: a source with source.late_join = 10000 has sent 1,000,000
+ * messages (batched) when the receiver (receiver.late_join) joins: it gets
+ * exactly the last 10,000, marked, then the live stream, no gap, no
+ * duplicate, in order. */
+#define LJ_BULK 1000000
+#define LJ_LIVE 1000
+static void pub_bulk_then_live(const struct pub_args *a, int stop)
+{
+	unsigned char buf[64];
+	if (tb_enter(tb, a->host))
+		_exit(3);
+	flit_ctx *ctx = net_ctx_on(a->transport, a->cfg);
+	FLIT_OPTS(flit_pub_opts, po, .transport = a->transport ? a->transport : nt_default(),
+		  .config = a->src_cfg);
+	flit_pub *pub = ctx ? flit_pub_new(ctx, a->topic, &po) : NULL;
+	if (!pub) {
+		fprintf(stderr, "publisher: %s\n", flit_errmsg());
+		_exit(5);
+	}
+	for (uint64_t i = 0; i < a->n; i++) {
+		if (i == LJ_BULK) {
+			/* the bulk is out: wait for the late joiner, then go live */
+			flit_pub_flush(pub);
+			uint64_t end = tl_now_ms() + 20000;
+			while (flit_pub_receivers(pub) < 1 && tl_now_ms() < end)
+				usleep(1000);
+			if (flit_pub_receivers(pub) < 1)
+				_exit(6);
+		}
+		tl_fill(buf, a->size, i);
+		int r;
+		while ((r = flit_pub_send(pub, buf, a->size)) != 0) {
+			if (r < 0)
+				_exit(7);
+			flit_ctx_poll(ctx, 0);
+		}
+		if (i >= LJ_BULK)
+			usleep(200);
+	}
+	flit_pub_flush(pub);
+	struct pollfd p = { .fd = stop, .events = POLLIN };
+	while (poll(&p, 1, 100) == 0)
+		flit_ctx_poll(ctx, 0);
+	flit_pub_close(pub);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+static void late_join(const char *sub_cfg, const char *what)
+{
+	struct pub_args pa = { .host = 1, .topic = "t.lj", .n = LJ_BULK + LJ_LIVE, .size = 16,
+			       .src_cfg = "late_join = 10000\nbatch = true\nudp.batch_interval_us = 100",
+			       .main = pub_bulk_then_live };
+	/* joins once the bulk is (mostly) out: whatever it has sent by then,
+	 * the receiver gets its last 10,000 */
+	struct sub_spec ss = { .host = 2, .topic = "t.lj", .cfg = sub_cfg, .delay_ms = 1500 };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 60000);
+	check_result(&r, pa.n, false, what);
+	printf("# %s: first %llu, %llu retained then live from %llu; first message %llu ms after "
+	       "the subscriber was created; %llu NAKs sent\n", what,
+	       (unsigned long long)r.first_seq, (unsigned long long)r.late,
+	       (unsigned long long)r.first_live, (unsigned long long)r.join_ms,
+	       (unsigned long long)r.c.naks_sent);
+	assert_int_equal(r.late, 10000);
+	assert_int_equal(r.first_live, r.first_seq + 10000);
+	assert_true(r.first_live <= LJ_BULK);
+	assert_int_equal(r.delivered, pa.n - r.first_seq);
+}
+
+static void late_join_gets_the_last_10000_then_live(void **state)
+{
+	(void)state;
+	late_join("receiver.late_join = on\n", "late join");
+}
+
+static void late_join_under_5pct_loss(void **state)
+{
+	(void)state;
+	late_join("receiver.late_join = on\ncontext.udp.impair = loss=5%,seed=11\n", "late join, 5% loss");
+}
+
+/* A subscriber older than its source starts at the source's first message,
+ * even though the source did not wait for it. */
+static void subscriber_older_than_source_gets_the_first_message(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .topic = "t.first", .n = 2000, .size = 32 };
+	struct sub_spec ss = { .host = 2, .topic = "t.first" };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 20000);
+	check_result(&r, pa.n, false, "subscriber first");
+	assert_int_equal(r.first_seq, 0);
+	assert_int_equal(r.delivered, pa.n);
+	assert_int_equal(r.late, 0);
+}
+
 static void wildcard_finds_topic_created_later(void **state)
 {
 	(void)state;
@@ -439,6 +536,9 @@ int main(void)
 		cmocka_unit_test(two_hosts_deliver_100k_in_order),
 		cmocka_unit_test(multicast_fans_out_to_two_hosts),
 		cmocka_unit_test(late_joiner_finds_running_source),
+		cmocka_unit_test(late_join_gets_the_last_10000_then_live),
+		cmocka_unit_test(late_join_under_5pct_loss),
+		cmocka_unit_test(subscriber_older_than_source_gets_the_first_message),
 		cmocka_unit_test(wildcard_finds_topic_created_later),
 		cmocka_unit_test(static_map_multicast_without_resolver),
 		cmocka_unit_test(static_map_unicast_source),

@@ -618,7 +618,7 @@ static void unknown_frame_types_are_malformed(void **state)
 {
 	uint8_t f[256];
 	size_t fl = one_msg_frame(f, SESS_NONE, 1);
-	const uint8_t types[] = { 0, 8, 15, 16, 255 };
+	const uint8_t types[] = { 0, 9, 15, 16, 255 };
 	for (size_t i = 0; i < sizeof(types); i++) {
 		f[3] = types[i];
 		struct outcome o = run_spec(&(struct pkt_spec){ 0 }, f, fl);

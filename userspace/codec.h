@@ -30,8 +30,9 @@ enum flit_frame_type {
 	FLIT_FT_NCF = 4,   /* source -> receivers: NAK confirmation per range */
 	FLIT_FT_INFO = 5,  /* session advertisement: addresses and topics */
 	FLIT_FT_QUERY = 6, /* who publishes these topics / this session? */
-	FLIT_FT_JOIN = 7,  /* unicast receiver registers with (or leaves) a source */
-	/* 8..15 reserved */
+	FLIT_FT_JOIN = 7,  /* receiver registers with (or leaves) a source */
+	FLIT_FT_LATE = 8,  /* source -> joining receiver: where it starts (late join) */
+	/* 9..15 reserved */
 };
 
 /* DATA frame flags */

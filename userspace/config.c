@@ -404,6 +404,9 @@ static const struct cfg_key keys[] = {
 	  .min = 1, .max = 10000 },
 	{ .name = "source.timestamps", .scope = SCOPE_SOURCE, .type = T_BOOL,
 	  .def = "false", FIELD(flit_cfg_source, timestamps) },
+	{ .name = "source.late_join", .scope = SCOPE_SOURCE, .type = T_U32,
+	  .def = "0", FIELD(flit_cfg_source, late_join),
+	  .min = 0, .max = 16777216 },
 	{ .name = "source.batch", .scope = SCOPE_SOURCE, .type = T_BOOL,
 	  .def = "false", FIELD(flit_cfg_source, batch) },
 	{ .name = "source.batch_max", .scope = SCOPE_SOURCE, .type = T_SIZE,
@@ -465,6 +468,8 @@ static const struct cfg_key keys[] = {
 
 	{ .name = "receiver.timestamps", .scope = SCOPE_RECEIVER, .type = T_BOOL,
 	  .def = "false", FIELD(flit_cfg_receiver, timestamps) },
+	{ .name = "receiver.late_join", .scope = SCOPE_RECEIVER, .type = T_BOOL,
+	  .def = "false", FIELD(flit_cfg_receiver, late_join) },
 	{ .name = "receiver.shm.liveness_ms", .scope = SCOPE_RECEIVER, .type = T_U32,
 	  .def = "10", FIELD(flit_cfg_receiver, shm_liveness_ms),
 	  .min = 1, .max = 10000 },

@@ -113,6 +113,7 @@ struct flit_cfg_source {
 	uint32_t shm_file_mode;        /* source.shm.file_mode = 0600 (octal; 0600, 0640 or 0660) */
 	uint32_t shm_liveness_ms;      /* source.shm.liveness_ms = 10: how often a blocked writer checks readers (1..10000) */
 	bool timestamps;               /* source.timestamps = false: stamp messages with CLOCK_REALTIME */
+	uint32_t late_join;            /* source.late_join = 0: the last N messages a late-joining receiver gets (0: none) */
 	bool batch;                    /* source.batch = false: pack messages into frames until batch_max or flush */
 	uint32_t batch_max;            /* source.batch_max = 8K: largest frame, bytes (256..1M) */
 	int udp_mode;                  /* source.udp.mode = multicast (multicast|unicast) */
@@ -136,6 +137,7 @@ struct flit_cfg_source {
 
 struct flit_cfg_receiver {
 	bool timestamps;               /* receiver.timestamps = false: stamp arrival with CLOCK_REALTIME */
+	bool late_join;                /* receiver.late_join = false: joining a running source, first get what it retains for late joiners */
 	uint32_t shm_liveness_ms;      /* receiver.shm.liveness_ms = 10: how often an idle reader checks its writer (1..10000) */
 	uint32_t discovery_ms;         /* receiver.discovery_ms = 100: rescan for new sources at least this often (1..60000) */
 	uint32_t udp_nak_backoff_us;   /* receiver.udp.nak_backoff_us = 2000 */

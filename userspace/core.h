@@ -104,8 +104,13 @@ struct flit_rx_session {
 	struct flit_ctx *ctx;
 	uint32_t session_id;
 	bool started;         /* next_seq is meaningful */
+	bool catching_up;     /* delivering what the source retained (late join) */
 	bool rcv_ts;          /* some subscriber wants receive stamps */
 	uint64_t next_seq;
+	/* late join: messages below late_until are the retained ones
+	 * (FLIT_MSGF_LATE_JOIN); those below late_from were retained beyond
+	 * what this receiver asked for and are skipped without a count */
+	uint64_t late_from, late_until;
 	/* receive stamp of the frame being delivered, set by a transport that
 	 * has one (kernel/NIC), else 0: the core reads CLOCK_REALTIME */
 	uint64_t frame_ts;
@@ -128,6 +133,12 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 /* The next message of the session will carry `seq` (when the transport
  * knows where the receiver joined); gaps after it are reported as loss. */
 void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq);
+/* Late join: the transport is about to hand over messages the source
+ * retained, from `from` on (the first may come later: what the source no
+ * longer holds is not loss), marked as late-join up to `until`, the first
+ * live message.  Messages below `from` are skipped. */
+void flit_rx_session_late_join(struct flit_rx_session *rs, uint64_t from,
+			       uint64_t until);
 /* End of session: deliver EOS (flags: FLIT_MSGF_SOURCE_DIED or 0), free.
  * Returns the number of EOS events delivered. */
 int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
@@ -152,6 +163,16 @@ const struct flit_cfg_context *flit_ctx_cfg(const struct flit_ctx *ctx);
 /* Effective receiver settings for a topic (defaults if no subscriber). */
 void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
 		      struct flit_cfg_receiver *out);
+/* Where a receiver joining a source of `topic` starts.  src_created_ns: the
+ * source's creation time (CLOCK_REALTIME), 0 if unknown. */
+enum flit_join {
+	FLIT_JOIN_LIVE = 0,  /* at the live stream */
+	FLIT_JOIN_FIRST,     /* a subscriber existed before the source: at the
+			      * source's first message */
+	FLIT_JOIN_LATE,      /* receiver.late_join: first what the source retains */
+};
+enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
+				  uint64_t src_created_ns);
 /* Receive-side counters a transport may bump from its poll thread. */
 struct flit_counters *flit_ctx_rx_counters(struct flit_ctx *ctx);
 

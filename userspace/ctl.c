@@ -19,6 +19,7 @@
 #define CTL_BODY        FLIT_FRAME_HDR_LEN  /* 24: body start */
 #define CTL_HB_LEN      32u
 #define CTL_JOIN_LEN    32u
+#define CTL_LATE_LEN    56u
 #define CTL_RANGE_LEN   16u
 #define CTL_INFO_FIXED  24u                 /* INFO body before the names */
 #define CTL_QUERY_FIXED 8u                  /* QUERY body before the names */
@@ -89,7 +90,7 @@ static inline unsigned known_flags(uint8_t type)
 	case FLIT_FT_HB:
 		return FLIT_HBF_END;
 	case FLIT_FT_JOIN:
-		return FLIT_JF_LEAVE;
+		return FLIT_JF_LEAVE | FLIT_JF_LATE;
 	default:
 		return 0;
 	}
@@ -166,7 +167,7 @@ enum flit_frame_err flit_ctl_check(const void *buf, size_t buflen,
 	h->seq = flit_ld64(p + 16);
 	if (h->version != FLIT_WIRE_VERSION)
 		return FLIT_FE_VERSION;
-	if (h->type < FLIT_FT_HB || h->type > FLIT_FT_JOIN)
+	if (h->type < FLIT_FT_HB || h->type > FLIT_FT_LATE)
 		return FLIT_FE_TYPE;
 	if (h->flags & ~known_flags(h->type))
 		return FLIT_FE_FLAGS;
@@ -202,6 +203,16 @@ enum flit_frame_err flit_ctl_check(const void *buf, size_t buflen,
 		if (h->count != 0 || h->len != CTL_JOIN_LEN)
 			return FLIT_FE_COUNT;
 		if (flit_ld32(p + CTL_BODY + 4) != 0)
+			return FLIT_FE_MSG_FLAGS;
+		if ((h->flags & FLIT_JF_LEAVE) && (h->flags & FLIT_JF_LATE))
+			return FLIT_FE_FLAGS;
+		return FLIT_FE_OK;
+	case FLIT_FT_LATE:
+		if (h->count != 0 || h->len != CTL_LATE_LEN)
+			return FLIT_FE_COUNT;
+		if (flit_ld64(p + CTL_BODY) > h->seq || flit_ld64(p + CTL_BODY + 8) > h->seq)
+			return FLIT_FE_COUNT;
+		if (flit_ld32(p + CTL_BODY + 28) != 0)
 			return FLIT_FE_MSG_FLAGS;
 		return FLIT_FE_OK;
 	}
@@ -351,7 +362,8 @@ size_t flit_ctl_join_encode(void *buf, size_t cap, uint32_t session,
 {
 	uint8_t *p = (uint8_t *)buf;
 
-	if ((flags & ~FLIT_JF_LEAVE) || cap < CTL_JOIN_LEN)
+	if ((flags & ~(FLIT_JF_LEAVE | FLIT_JF_LATE)) ||
+	    flags == (FLIT_JF_LEAVE | FLIT_JF_LATE) || cap < CTL_JOIN_LEN)
 		return 0;
 	put_hdr(p, FLIT_FT_JOIN, flags, 0, CTL_JOIN_LEN, session, 0);
 	flit_st32(p + CTL_BODY, domain);
@@ -359,7 +371,33 @@ size_t flit_ctl_join_encode(void *buf, size_t cap, uint32_t session,
 	return CTL_JOIN_LEN;
 }
 
+size_t flit_ctl_late_encode(void *buf, size_t cap, uint32_t session,
+			    uint64_t next, const struct flit_ctl_late *late)
+{
+	uint8_t *p = (uint8_t *)buf;
+
+	if (cap < CTL_LATE_LEN || late->trail > next || late->origin > next)
+		return 0;
+	put_hdr(p, FLIT_FT_LATE, 0, 0, CTL_LATE_LEN, session, next);
+	flit_st64(p + CTL_BODY, late->trail);
+	flit_st64(p + CTL_BODY + 8, late->origin);
+	flit_st64(p + CTL_BODY + 16, late->age_ns);
+	flit_st32(p + CTL_BODY + 24, late->late_join);
+	flit_st32(p + CTL_BODY + 28, 0);
+	return CTL_LATE_LEN;
+}
+
 /* ---- accessors ----------------------------------------------------------- */
+
+void flit_ctl_late_get(const void *frame, struct flit_ctl_late *late)
+{
+	const uint8_t *p = frame;
+
+	late->trail = flit_ld64(p + CTL_BODY);
+	late->origin = flit_ld64(p + CTL_BODY + 8);
+	late->age_ns = flit_ld64(p + CTL_BODY + 16);
+	late->late_join = flit_ld32(p + CTL_BODY + 24);
+}
 
 uint64_t flit_ctl_hb_trail(const void *frame)
 {

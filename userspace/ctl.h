@@ -26,6 +26,7 @@
 
 /* JOIN flags */
 #define FLIT_JF_LEAVE 0x0001u
+#define FLIT_JF_LATE  0x0002u /* joining: answer with LATE (where to start) */
 
 /* INFO session modes */
 enum flit_ctl_mode {
@@ -75,10 +76,20 @@ struct flit_ctl_info {
 	uint32_t pid;         /* the source's process id (diagnostics) */
 };
 
+/* The body of a LATE frame: a source's answer to a JOIN with FLIT_JF_LATE
+ * (the frame's seq is the source's next sequence number: the live stream
+ * starts there). */
+struct flit_ctl_late {
+	uint64_t trail;       /* oldest sequence number still retained (<= seq) */
+	uint64_t origin;      /* the source's first sequence number (<= seq) */
+	uint64_t age_ns;      /* how long the source has existed */
+	uint32_t late_join;   /* messages it gives late joiners (source.late_join) */
+};
+
 /* FNV-1a 32 of a domain name: the domain id carried by INFO/QUERY/JOIN. */
 uint32_t flit_domain_id(const char *domain);
 
-/* Validate a whole control frame (type 2..7) in buf[0..buflen): header
+/* Validate a whole control frame (type 2..8) in buf[0..buflen): header
  * (magic, version, known type, flags known for the type, len aligned and
  * <= buflen), then the body: sizes implied by count, reserved bytes zero,
  * each range n >= 1 and first + n without overflow, names 1..255 bytes,
@@ -110,6 +121,9 @@ size_t flit_ctl_query_encode(void *buf, size_t cap, uint32_t session,
 			     unsigned n);
 size_t flit_ctl_join_encode(void *buf, size_t cap, uint32_t session,
 			    uint32_t domain, uint16_t flags);
+/* LATE: seq = next; trail and origin must be <= next. */
+size_t flit_ctl_late_encode(void *buf, size_t cap, uint32_t session,
+			    uint64_t next, const struct flit_ctl_late *late);
 
 /* ---- accessors for a frame flit_ctl_check() accepted ---- */
 
@@ -119,6 +133,8 @@ uint64_t flit_ctl_hb_trail(const void *frame);
 void flit_ctl_range(const void *frame, unsigned i, struct flit_seq_range *r);
 /* INFO fixed part. */
 void flit_ctl_info_get(const void *frame, struct flit_ctl_info *info);
+/* LATE body. */
+void flit_ctl_late_get(const void *frame, struct flit_ctl_late *late);
 /* QUERY/JOIN domain id. */
 uint32_t flit_ctl_domain(const void *frame);
 

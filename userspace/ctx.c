@@ -57,6 +57,7 @@ struct flit_sub {
 	struct flit_stats_sub st; /* counted where the callback is called */
 	bool pattern;
 	struct flit_cfg_receiver cfg;
+	uint64_t created_ns;      /* CLOCK_REALTIME */
 	flit_sub *next;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
@@ -537,6 +538,22 @@ void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
 	flit_cfg_receiver(&ctx->cfg, topic, NULL, out);
 }
 
+enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
+				  uint64_t src_created_ns)
+{
+	enum flit_join j = FLIT_JOIN_LIVE;
+
+	for (const flit_sub *s = ctx->subs; s; s = s->next) {
+		if (!sub_matches(s, topic))
+			continue;
+		if (src_created_ns && s->created_ns <= src_created_ns)
+			return FLIT_JOIN_FIRST;
+		if (s->cfg.late_join)
+			j = FLIT_JOIN_LATE;
+	}
+	return j;
+}
+
 /* ---- resolution on behalf of transports without a resolver (core.h) ----- */
 
 int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad)
@@ -678,6 +695,16 @@ void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq)
 	rs->next_seq = seq;
 }
 
+void flit_rx_session_late_join(struct flit_rx_session *rs, uint64_t from,
+			       uint64_t until)
+{
+	rs->started = true;
+	rs->catching_up = true;
+	rs->next_seq = from;
+	rs->late_from = from;
+	rs->late_until = until;
+}
+
 int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
 {
 	flit_ctx *ctx = rs->ctx;
@@ -728,6 +755,13 @@ static __attribute__((noinline)) int rx_resync(struct flit_rx_session *rs,
 		rs->next_seq = seq;
 		return 0;
 	}
+	/* the first retained message may be later than asked for: the
+	 * source no longer held the ones before it */
+	if (rs->catching_up && seq > rs->next_seq && rs->next_seq == rs->late_from &&
+	    seq <= rs->late_until) {
+		rs->next_seq = seq;
+		return 0;
+	}
 	if (seq > rs->next_seq) {
 		int events = flit_rx_session_loss(rs, rs->next_seq, seq - rs->next_seq);
 		rs->next_seq = seq;
@@ -775,11 +809,14 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		m.flags |= FLIT_MSGF_RETX;
 		ctx->rx.retx_received++;
 	}
+	bool late = FLIT_UNLIKELY(rs->catching_up);
 
 	flit_frame_iter_init(&it, frame, &h);
 	ctx->in_callback++;
 	while (flit_frame_iter_next(&it, &w)) {
 		if (FLIT_UNLIKELY(w.seq < rs->next_seq)) {
+			if (w.seq < rs->late_from)
+				continue; /* retained, not asked for */
 			ctx->rx.duplicates++;
 			for (unsigned i = 0; w.topic < rs->ntopics && i < rs->topics[w.topic].nsubs; i++)
 				rs->topics[w.topic].subs[i]->st.dups++;
@@ -793,6 +830,14 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		struct flit_rx_topic *t = &rs->topics[w.topic];
 		if (FLIT_UNLIKELY(!t->nsubs))
 			continue;
+		if (FLIT_UNLIKELY(late)) {
+			if (w.seq < rs->late_until) {
+				m.flags |= FLIT_MSGF_LATE_JOIN;
+			} else {
+				m.flags &= ~FLIT_MSGF_LATE_JOIN;
+				rs->catching_up = late = false;
+			}
+		}
 		m.data = w.data;
 		m.len = w.len;
 		m.seq = w.seq;
@@ -868,6 +913,7 @@ flit_sub *flit_sub_new(flit_ctx *ctx, const char *topic,
 	sub->fn = opts->on_msg;
 	sub->arg = OPT(opts, arg, NULL);
 	sub->pattern = OPT(opts, pattern, false);
+	sub->created_ns = flit_realtime_now();
 	strcpy(sub->topic, topic);
 	err = flit_cfg_receiver(&ctx->cfg, sub->pattern ? NULL : topic,
 				OPT(opts, config, NULL), &sub->cfg);

@@ -214,6 +214,9 @@ enum flit_msg_kind {
 #define FLIT_MSGF_RECV_TS_KERNEL (1u << 3) /* recv_ts_ns is the kernel's software stamp */
 #define FLIT_MSGF_RECV_TS_HW  (1u << 4) /* recv_ts_ns is the NIC's hardware stamp (PHC) */
 #define FLIT_MSGF_RETX        (1u << 5) /* came in a retransmission */
+/* a message the source retained and gave this receiver when it joined late
+ * (receiver.late_join; messages sent before the join, then the live stream) */
+#define FLIT_MSGF_LATE_JOIN   (1u << 6)
 
 /* A message (or event) as seen by a subscriber callback.  The view and the
  * memory it points to are valid only during the callback. */

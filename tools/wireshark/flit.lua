@@ -31,11 +31,11 @@ local MAGIC = 0x4c46
 local HDR = 24
 
 local type_names = {
-	[1] = "DATA", [2] = "HB", [3] = "NAK", [4] = "NCF", [5] = "INFO", [6] = "QUERY", [7] = "JOIN",
+	[1] = "DATA", [2] = "HB", [3] = "NAK", [4] = "NCF", [5] = "INFO", [6] = "QUERY", [7] = "JOIN", [8] = "LATE",
 }
 local type_vs = {}
 for k, v in pairs(type_names) do type_vs[k] = v end
-for t = 8, 15 do type_vs[t] = "reserved control frame" end
+for t = 9, 15 do type_vs[t] = "reserved control frame" end
 local status_vs = { [0] = "RETX", [1] = "GONE", [2] = "FUTURE" }
 local mode_vs = { [1] = "MCAST", [2] = "UNICAST", [3] = "RDMA" }
 local kind_vs = { [0] = "EXACT", [1] = "PATTERN" }
@@ -49,6 +49,7 @@ local F = {
 	flag_retx  = ProtoField.bool("flit.flags.retx", "Retransmission (FLIT_FF_RETX)", 16, nil, 0x0002),
 	flag_end   = ProtoField.bool("flit.flags.end", "End of session (FLIT_HBF_END)", 16, nil, 0x0001),
 	flag_leave = ProtoField.bool("flit.flags.leave", "Leave (FLIT_JF_LEAVE)", 16, nil, 0x0001),
+	flag_late  = ProtoField.bool("flit.flags.late", "Late join: answer with LATE", 16, nil, 0x0002),
 	count      = ProtoField.uint16("flit.count", "Count", base.DEC),
 	len        = ProtoField.uint32("flit.len", "Frame length", base.DEC),
 	session    = ProtoField.uint32("flit.session", "Session", base.HEX),
@@ -73,6 +74,10 @@ local F = {
 	r_n        = ProtoField.uint32("flit.range.n", "Count", base.DEC),
 	r_last     = ProtoField.uint64("flit.range.last", "Last", base.DEC),
 	r_status   = ProtoField.uint32("flit.range.status", "Status", base.DEC, status_vs),
+	-- LATE
+	l_origin   = ProtoField.uint64("flit.late.origin", "Origin (first sequence number)", base.DEC),
+	l_age      = ProtoField.uint64("flit.late.age_ns", "Source age (ns)", base.DEC),
+	l_count    = ProtoField.uint32("flit.late.late_join", "Messages offered to late joiners", base.DEC),
 	-- INFO / QUERY / JOIN
 	domain     = ProtoField.uint32("flit.domain", "Domain id", base.HEX),
 	reserved   = ProtoField.bytes("flit.reserved", "Reserved"),
@@ -396,7 +401,28 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 		end
 		tree:add_le(F.domain, tvb(24, 4))
 		check_zero(tvb, tree, 28, 4, "reserved bytes 28 ... 31")
-		pinfo.cols.info:set(string.format("%s session 0x%08x", flags % 2 == 1 and "LEAVE" or "JOIN", session))
+		if flags == 3 then
+			bad(tree, "JOIN with both LEAVE and LATE (FLIT_FE_FLAGS)")
+		end
+		pinfo.cols.info:set(string.format("%s session 0x%08x", flags % 2 == 1 and "LEAVE" or
+			(flags == 2 and "JOIN (late join: asks where to start)" or "JOIN"), session))
+	elseif ftype == 8 then      -- LATE
+		if count ~= 0 or flen ~= 56 then
+			bad(tree, "LATE must have count 0 and length 56 (count %d, length %d: FLIT_FE_COUNT)", count, flen)
+			if flen < 56 then return end
+		end
+		local trail = tvb(24, 8):le_uint64()
+		local origin = tvb(32, 8):le_uint64()
+		tree:add_le(F.trail, tvb(24, 8))
+		tree:add_le(F.l_origin, tvb(32, 8))
+		tree:add_le(F.l_age, tvb(40, 8))
+		tree:add_le(F.l_count, tvb(48, 4))
+		check_zero(tvb, tree, 52, 4, "reserved bytes 52 ... 55")
+		if trail > seq or origin > seq then
+			bad(tree, "trail or origin after seq (FLIT_FE_COUNT)")
+		end
+		pinfo.cols.info:set(string.format("LATE session 0x%08x live from %s, retains from %s, offers %d",
+			session, tostring(seq), tostring(trail), tvb(48, 4):le_uint()))
 	end
 end
 
@@ -449,13 +475,14 @@ local function dissect_frame(tvb, pinfo, root)
 		allowed = 1
 	elseif ftype == 7 then
 		fit:add_le(F.flag_leave, tvb(4, 2))
-		allowed = 1
+		fit:add_le(F.flag_late, tvb(4, 2))
+		allowed = 3
 	else
 		allowed = 0
 	end
 	if not type_names[ftype] then
 		tit:add_proto_expert_info(E.type, string.format("frame type %d is %s", ftype,
-			(ftype >= 8 and ftype <= 15) and "reserved for control frames" or "unassigned"))
+			(ftype >= 9 and ftype <= 15) and "reserved for control frames" or "unassigned"))
 		return
 	end
 	if flags - flags % (allowed + 1) ~= 0 then

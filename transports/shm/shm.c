@@ -80,6 +80,11 @@ struct flit_tsrc {
 struct shm_att {
 	struct shm_rd rd;
 	struct flit_rx_session *rs;
+	/* catching up (late join, or a subscriber older than the source):
+	 * a copying reader from the oldest intact record to where rd joined */
+	bool cu_on;
+	uint64_t cu_end;
+	struct shm_rd cu;
 	struct shm_att *next;
 	int fd;
 	void *map;
@@ -302,6 +307,7 @@ static int create_ring(struct flit_tsrc *s, const char *tmp, const char *topic,
 				 cfg->shm_mode, s->session_id, topic, 0)))
 		goto fail;
 	((struct shm_hdr *)s->map)->st.writer_pid = (uint32_t)getpid();
+	atomic_store(&((struct shm_hdr *)s->map)->w.late_join, cfg->late_join);
 	return 0;
 fail:
 	ring_unmap(s);
@@ -702,6 +708,7 @@ static int att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags)
 	munmap(a->map, a->map_len);
 	close(a->fd); /* drops our slot lock */
 	free(a->rd.scratch);
+	free(a->cu.scratch);
 	free(a);
 	return events;
 }
@@ -789,6 +796,23 @@ static int att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 	uint64_t pos = shm_rd_join((struct shm_hdr *)a->map, sl, gen_state, &seq0);
 	shm_rd_init(&a->rd, a->map, sl, scratch, copy, pos);
 	a->checked_pos = a->rd.pos;
+	/* where this receiver starts: a subscriber older than the ring, from
+	 * its first message; a late joiner, the last source.late_join ones */
+	enum flit_join jm = flit_ctx_join_mode(tp->ctx, a->topic, h->geom.create_ns);
+	uint64_t offered = atomic_load(&h->w.late_join);
+	if (seq0 != SHM_SEQ_UNKNOWN &&
+	    (jm == FLIT_JOIN_FIRST || (jm == FLIT_JOIN_LATE && offered))) {
+		uint64_t from = atomic_load_explicit(&h->w.start, memory_order_acquire);
+		if (from < pos && pos - from <= h->geom.capacity) {
+			if (!(a->cu.scratch = malloc(h->geom.max_frame))) {
+				err = flit_err(ENOMEM, "shm: out of memory");
+				goto bad_slot;
+			}
+			shm_rd_init(&a->cu, a->map, NULL, a->cu.scratch, true, from);
+			a->cu_end = pos;
+			a->cu_on = true;
+		}
+	}
 	a->next_check_ns = flit_monotonic_now() + (uint64_t)a->liveness_ms * 1000000u;
 
 	snprintf(source, sizeof(source), "shm:pid=%u,session=%08x%s",
@@ -798,8 +822,13 @@ static int att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 		err = -errno;
 		goto bad_slot;
 	}
-	/* we join at seq0: a lap before our first read is loss from there */
-	if (seq0 != SHM_SEQ_UNKNOWN)
+	/* we join at seq0 (or before it, catching up): a lap before our first
+	 * read is loss from there */
+	if (jm == FLIT_JOIN_FIRST && seq0 != SHM_SEQ_UNKNOWN)
+		flit_rx_session_start(a->rs, 0);
+	else if (a->cu_on)
+		flit_rx_session_late_join(a->rs, seq0 > offered ? seq0 - offered : 0, seq0);
+	else if (seq0 != SHM_SEQ_UNKNOWN)
 		flit_rx_session_start(a->rs, seq0);
 	a->next = tp->atts;
 	tp->atts = a;
@@ -813,6 +842,7 @@ bad_slot:
 bad:
 	munmap(a->map, a->map_len);
 	free(a->rd.scratch);
+	free(a->cu.scratch);
 	free(a);
 bad_fd:
 	mark_stale(tp, st->st_dev, st->st_ino);
@@ -928,6 +958,34 @@ static void att_check(struct flit_tp *tp, struct shm_att *a, uint64_t now)
 		a->dead = true;
 }
 
+/* Deliver what the ring held before the reader joined, from the oldest
+ * intact record to where it joined, copying each (the writer may overwrite
+ * them meanwhile: then the rest is lost, and the core reports it when the
+ * live stream starts). */
+static int att_catch_up(struct shm_att *a, int limit, flit_frame_fn fn, void *arg)
+{
+	const void *frame;
+	uint32_t len;
+	int n = 0;
+
+	while (a->cu.pos < a->cu_end && n < limit) {
+		enum shm_rd_res r = shm_rd_next(&a->cu, &frame, &len);
+		if (r != SHM_RD_FRAME) {
+			a->cu.pos = a->cu_end; /* lapped (or nothing where a record was) */
+			break;
+		}
+		int d = fn(arg, a->rs, frame, len);
+		if (d > 0)
+			n += d;
+	}
+	if (a->cu.pos >= a->cu_end) {
+		a->cu_on = false;
+		free(a->cu.scratch);
+		a->cu.scratch = NULL;
+	}
+	return n;
+}
+
 static int shm_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 {
 	int n = 0;
@@ -943,6 +1001,11 @@ static int shm_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 		const void *frame;
 		uint32_t len;
 		enum shm_rd_res r;
+		if (FLIT_UNLIKELY(a->cu_on)) {
+			n += att_catch_up(a, limit - n, fn, arg);
+			if (a->cu_on || n >= limit)
+				continue;
+		}
 		while ((r = shm_rd_next(&a->rd, &frame, &len)) == SHM_RD_FRAME) {
 			int d = fn(arg, a->rs, frame, len);
 			if (d > 0 && (n += d) >= limit)

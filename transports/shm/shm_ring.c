@@ -45,6 +45,11 @@ int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
 	h->geom.session_id = session_id;
 	h->geom.topic_len = (uint32_t)tlen;
 	memcpy(h->geom.topic, topic, tlen);
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		h->geom.create_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	}
 	h->geom.check = shm_geom_check(&h->geom);
 	atomic_store(&h->w.tail, start);
 	atomic_store(&h->w.latest, start);
@@ -106,9 +111,40 @@ void shm_wr_init(struct shm_wr *w, void *mem)
 	w->pos = atomic_load(&h->w.tail);
 	w->zeroed = w->pos;
 	w->intent = atomic_load(&h->w.intent);
+	w->oldest = atomic_load(&h->w.start);
 	w->gen = atomic_load(&h->w.gen);
 	w->seq = atomic_load(&h->w.next_seq);
 	shm_wr_refresh_limit(w);
+}
+
+void shm_wr_retire(struct shm_wr *w, uint64_t end)
+{
+	uint64_t o = w->oldest;
+
+	/* walk our own records from the oldest: each is intact until this
+	 * write, whose intent is not announced yet */
+	while (o + w->cap < end && o < w->pos) {
+		uint64_t off = o & w->mask;
+		uint64_t tag = atomic_load_explicit((_Atomic uint64_t *)(w->data + off),
+						    memory_order_relaxed);
+		uint32_t flen;
+
+		if (tag == (o | SHM_TAG_VALID | SHM_TAG_PAD)) {
+			o += w->cap - off;
+			continue;
+		}
+		memcpy(&flen, w->data + off + 16, 4);
+		if (tag != (o | SHM_TAG_VALID) || flen < 24 || flen > w->max_frame) {
+			o = w->pos; /* not a record of ours: keep nothing */
+			break;
+		}
+		o += shm_rec_len(flen);
+	}
+	if (o > w->pos)
+		o = w->pos;
+	w->oldest = o;
+	/* ordered before the data writes by shm_wr_intent's release fence */
+	atomic_store_explicit(&w->hdr->w.start, o, memory_order_relaxed);
 }
 
 void shm_wr_refresh_limit(struct shm_wr *w)

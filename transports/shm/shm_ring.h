@@ -39,6 +39,13 @@
  * `intent` (the end of the record it is about to write) before writing, so a
  * reader that copied a record at P checks afterwards that intent <= P + cap:
  * otherwise it was lapped (the copy may be torn) and it resumes at `latest`.
+ *
+ * Late join: `start` is the position of the oldest record still intact.  The
+ * writer moves it past the records a write is about to overwrite before it
+ * announces that write in `intent`, so a reader that starts at `start` and
+ * reads by copying (checking `intent` after each copy, as above) either reads
+ * intact records or knows it was lapped.  `late_join` is how many of the most
+ * recent messages the writer offers a reader that joins late (0: none).
  */
 #ifndef FLIT_SHM_RING_H
 #define FLIT_SHM_RING_H
@@ -86,9 +93,10 @@ struct shm_writer_line {
 	_Atomic uint64_t tail;   /* end of the last committed record */
 	_Atomic uint64_t latest; /* start of the last committed frame record */
 	_Atomic uint64_t intent; /* end of the record being written */
-	_Atomic uint64_t start;  /* position of the first record (for readers) */
+	_Atomic uint64_t start;  /* position of the oldest intact record */
 	_Atomic uint64_t next_seq; /* sequence number of the message at tail */
 	_Atomic uint64_t gen;    /* odd while tail/latest/next_seq change */
+	_Atomic uint64_t late_join; /* messages offered to late joiners (written once) */
 } __attribute__((aligned(64)));
 
 struct shm_status_line {
@@ -150,6 +158,7 @@ struct shm_wr {
 	uint64_t limit;    /* cached: records must end at or before this - 8 */
 	uint64_t zeroed;   /* [pos, zeroed) holds only zeros */
 	uint64_t intent;   /* last value stored to hdr->w.intent */
+	uint64_t oldest;   /* last value stored to hdr->w.start */
 	uint64_t max_frame;
 	uint32_t max_readers;
 	bool paced;
@@ -174,9 +183,14 @@ static inline uint64_t shm_rec_len(uint64_t flen)
 	return (8 + flen + SHM_REC_ALIGN - 1) & ~(SHM_REC_ALIGN - 1);
 }
 
+/* Move hdr->w.start past the records that writing up to `end` overwrites. */
+void shm_wr_retire(struct shm_wr *w, uint64_t end);
+
 static inline void shm_wr_intent(struct shm_wr *w, uint64_t end)
 {
 	if (end > w->intent) {
+		if (__builtin_expect(end > w->oldest + w->cap, 0))
+			shm_wr_retire(w, end);
 		w->intent = end;
 		atomic_store_explicit(&w->hdr->w.intent, end, memory_order_relaxed);
 		atomic_thread_fence(memory_order_release);

@@ -70,6 +70,8 @@
 #define CTL_BUF        2048u
 #define HOUSE_NS       (5 * MS)   /* housekeeping period when no timer is due sooner */
 #define JOIN_NS        (1000 * MS)/* receiver keepalive to its sources */
+#define LATE_WAIT_NS   (20 * MS)  /* a joining receiver waits this for LATE (doubling) */
+#define LATE_TRIES     3
 #define XK_IDLE_POLLS  32         /* xdp: empty polls between clock reads */
 #define RCV_EXPIRE_NS  (3500 * MS)/* a source forgets a silent receiver */
 #define QUERY_MIN_NS   (10 * MS)
@@ -121,7 +123,20 @@ struct rsess {                  /* a remote source's session */
 	uint32_t cur_ts_flags;
 	uint64_t timeout_ns;
 	uint64_t last_heard, next_join;
+	/* joining: waiting for the source's LATE answer (where to start);
+	 * data is not taken meanwhile (NAKs repair it once started) */
+	bool lj_wait;
+	unsigned lj_tries;
+	uint64_t lj_at;             /* ask again (or give up) at */
+	uint64_t lj_fallback;       /* start here if the source never answers */
+	struct held *held;          /* data that came while waiting, to replay */
+	unsigned nheld, capheld;
+	size_t held_bytes;
 };
+
+/* A datagram kept while a joining receiver waits for LATE. */
+struct held { uint8_t *f; uint32_t len, count; uint64_t seq; };
+#define HELD_MAX_BYTES (4u << 20)
 
 /* ---- source side ------------------------------------------------------------ */
 
@@ -155,6 +170,9 @@ struct udp_src {
 	uint32_t flen;
 	uint16_t count;
 	uint64_t next_seq;           /* of the next message */
+	uint64_t created;            /* CLOCK_MONOTONIC */
+	uint64_t origin;             /* sequence number of the first message */
+	uint32_t late_join;          /* source.late_join */
 	bool claimed;
 	uint8_t *claim_pl;
 	struct advert adv;
@@ -209,6 +227,7 @@ struct flit_tp {
 	unsigned nstatic_uc;
 	uint64_t next_house, query_at, query_ivl;
 	bool in_poll, dirty, want_ucast_every_poll;
+	unsigned lj_waiting;         /* sessions waiting for LATE: read ucast every poll */
 	struct { uint32_t id; uint64_t at; } unk[NUNK];
 	unsigned unk_next;
 	uint32_t ended[NENDED];
@@ -520,13 +539,23 @@ static int sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t 
 		err = -errno;
 		goto fail;
 	}
-	if (start_known) {
-		flit_rel_rx_start(s->rel, next);
-		flit_rx_session_start(s->core, next);
-	}
 	for (unsigned i = 0; i < s->ntopics; i++)
 		flit_rx_session_topic(s->core, s->tidx[i], s->tname[i]);
-	send_join(s, 0);
+	if (start_known) {
+		/* ask the source where to start (late join, or from its first
+		 * message for a subscriber older than it); meanwhile nothing
+		 * is taken, and INFO's seq is where to start if it never says */
+		s->lj_wait = true;
+		s->lj_tries = 1;
+		s->lj_at = now + LATE_WAIT_NS;
+		s->lj_fallback = next;
+		tp->lj_waiting++;
+		if (s->lj_at < tp->next_house)
+			tp->next_house = s->lj_at;
+		send_join(s, FLIT_JF_LATE);
+	} else {
+		send_join(s, 0);
+	}
 	s->next_join = now + JOIN_NS;
 	s->last_heard = now;
 	if (s->mode == FLIT_MODE_UNICAST)
@@ -541,11 +570,107 @@ fail:
 	return err;
 }
 
+/* Start the session at `start`: the source's answer to our JOIN with
+ * FLIT_JF_LATE (late, non-NULL), or the fallback when it never came. */
+static void held_free(struct rsess *s)
+{
+	if (!s->held)
+		return;
+	for (unsigned i = 0; i < s->nheld; i++)
+		free(s->held[i].f);
+	free(s->held);
+	s->held = NULL;
+	s->nheld = s->capheld = 0;
+	s->held_bytes = 0;
+}
+
+/* Keep a datagram that came before the session started (copied; beyond
+ * HELD_MAX_BYTES it is dropped: NAKs repair it once started). */
+static void held_add(struct rsess *s, const uint8_t *p, const struct flit_frame_hdr *h)
+{
+	if (s->held_bytes + h->len > HELD_MAX_BYTES)
+		return;
+	if (s->nheld == s->capheld) {
+		unsigned cap = s->capheld ? 2 * s->capheld : 16;
+		struct held *n = realloc(s->held, cap * sizeof(*n));
+		if (!n)
+			return;
+		s->held = n;
+		s->capheld = cap;
+	}
+	uint8_t *f = malloc(h->len);
+	if (!f)
+		return;
+	memcpy(f, p, h->len);
+	s->held[s->nheld++] = (struct held){ f, h->len, h->count, h->seq };
+	s->held_bytes += h->len;
+}
+
+static void sess_start_at(struct rsess *s, uint64_t start, const char *how);
+
+static void sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next)
+{
+	struct flit_tp *tp = s->tp;
+	uint64_t start = s->lj_fallback;
+	const char *how = "live";
+
+	s->lj_wait = false;
+	tp->lj_waiting--;
+	if (late) {
+		uint64_t rt = flit_realtime_now();
+		uint64_t born = late->age_ns < rt ? rt - late->age_ns : 0;
+		enum flit_join jm = FLIT_JOIN_LIVE;
+		for (unsigned i = 0; i < s->ntopics && jm == FLIT_JOIN_LIVE; i++)
+			if (flit_ctx_wants(tp->ctx, s->tname[i]))
+				jm = flit_ctx_join_mode(tp->ctx, s->tname[i], born);
+		if (jm == FLIT_JOIN_FIRST) {
+			/* from the source's first message: what it no longer
+			 * retains is lost (NAK, then GONE) */
+			start = late->origin;
+			how = "first";
+		} else if (jm == FLIT_JOIN_LATE && late->late_join) {
+			uint64_t want = next - late->origin > late->late_join ?
+					next - late->late_join : late->origin;
+			start = want > late->trail ? want : late->trail;
+			flit_rx_session_late_join(s->core, start, next);
+			flit_info("udp: session %08x: late join from %llu, live from %llu", s->id,
+				  (unsigned long long)start, (unsigned long long)next);
+			sess_start_at(s, start, "late join");
+			return;
+		} else if (start > next) {
+			start = next;
+		}
+	}
+	flit_rx_session_start(s->core, start);
+	sess_start_at(s, start, how);
+}
+
+/* Start the reliability layer at `start` and hand it what came meanwhile. */
+static void sess_start_at(struct rsess *s, uint64_t start, const char *how)
+{
+	uint64_t now = mono();
+
+	flit_rel_rx_start(s->rel, start);
+	flit_debug("udp: session %08x starts at %llu (%s), %u datagrams held", s->id,
+		   (unsigned long long)start, how, s->nheld);
+	for (unsigned i = 0; i < s->nheld && s->core; i++)
+		flit_rel_rx_data(s->rel, s->held[i].f, s->held[i].len, s->held[i].seq,
+				 s->held[i].count, now);
+	held_free(s);
+}
+
+static void held_free(struct rsess *s);
+
 static int sess_unbind(struct rsess *s, uint32_t flags, bool leave)
 {
 	int ev = 0;
 	if (!s->core)
 		return 0;
+	if (s->lj_wait) {
+		s->lj_wait = false;
+		s->tp->lj_waiting--;
+	}
+	held_free(s);
 	if (leave)
 		send_join(s, FLIT_JF_LEAVE);
 	ev = flit_rx_session_end(s->core, flags);
@@ -791,6 +916,11 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 			return 0;
 		}
 		s->last_heard = now;
+		if (FLIT_UNLIKELY(s->lj_wait)) {
+			/* not started yet: kept for then (or repaired by NAK) */
+			held_add(s, p, &h);
+			return 0;
+		}
 		if (FLIT_UNLIKELY((h.flags & FLIT_FF_RETX) && !flit_rel_rx_started(s->rel)))
 			return 0; /* a late joiner starts on live data, not on repairs for others */
 		s->cur = p;
@@ -824,6 +954,10 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 		s->last_heard = now;
 		if (!s->core)
 			return 0;
+		if (s->lj_wait && (h.flags & FLIT_HBF_END))
+			sess_start(s, NULL, h.seq);
+		else if (s->lj_wait)
+			return 0;
 		if (h.flags & FLIT_HBF_END) {
 			/* nothing more will come: what is still missing is
 			 * lost (reported), what is held is delivered */
@@ -843,7 +977,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 		struct flit_seq_range r[FLIT_CTL_RANGES_MAX];
 		unsigned n = h.count < FLIT_CTL_RANGES_MAX ? h.count : FLIT_CTL_RANGES_MAX;
 		s = sess_find(tp, h.session_id);
-		if (!s || !s->core)
+		if (!s || !s->core || s->lj_wait)
 			return 0;
 		for (unsigned i = 0; i < n; i++)
 			flit_ctl_range(p, i, &r[i]);
@@ -852,6 +986,19 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 	}
 	case FLIT_FT_INFO:
 		return on_info(tp, p, &h, &d->addr, now);
+	case FLIT_FT_LATE: {
+		struct flit_ctl_late late;
+		s = sess_find(tp, h.session_id);
+		if (!s || !s->core || !s->lj_wait)
+			return 0; /* answered twice, or not asked */
+		flit_ctl_late_get(p, &late);
+		s->last_heard = now;
+		sess_start(s, &late, h.seq);
+		uint64_t dl = flit_rel_rx_deadline(s->rel);
+		if (dl < tp->next_house)
+			tp->next_house = dl;
+		return 0;
+	}
 	default:
 		/* NAK, QUERY, JOIN are for sources; a receiver ignores them */
 		return 0;
@@ -1128,6 +1275,23 @@ static int housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 		if (now >= s->next_join) {
 			send_join(s, 0);
 			s->next_join = now + JOIN_NS;
+		}
+		if (s->lj_wait) {
+			if (now >= s->lj_at) {
+				if (s->lj_tries++ < LATE_TRIES) {
+					send_join(s, FLIT_JF_LATE);
+					s->lj_at = now + (LATE_WAIT_NS << s->lj_tries);
+				} else {
+					/* a source that does not answer (an older
+					 * flit): start where INFO said */
+					sess_start(s, NULL, s->lj_fallback);
+				}
+			}
+			if (s->lj_wait) {
+				if (s->lj_at < next)
+					next = s->lj_at;
+				continue;
+			}
 		}
 		if (flit_rel_rx_deadline(s->rel) <= now) {
 			unsigned n = 0;
@@ -1637,8 +1801,23 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 		break;
 	}
 	case FLIT_FT_JOIN:
-		if (h.session_id == s->session && flit_ctl_domain(p) == tp->domain)
-			src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		if (h.session_id != s->session || flit_ctl_domain(p) != tp->domain)
+			break;
+		src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		if (h.flags & FLIT_JF_LATE) {
+			/* where the live stream starts, and what is retained */
+			uint64_t next = flit_rel_tx_next(s->rel);
+			struct flit_ctl_late late = {
+				.trail = flit_rel_tx_trail(s->rel, now),
+				.origin = s->origin < next ? s->origin : next,
+				.age_ns = now - s->created,
+				.late_join = s->late_join,
+			};
+			size_t l = flit_ctl_late_encode(s->ctl, sizeof(s->ctl), s->session, next, &late);
+			if (l && sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from,
+					sizeof(*from)) >= 0 && s->txts)
+				flit_txts_sent(s->txts, s->ctl, l, 1);
+		}
 		break;
 	default:
 		break; /* our own multicast looped back, or noise */
@@ -2286,6 +2465,9 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		if (getrandom(&s->session, sizeof(s->session), 0) != sizeof(s->session))
 			s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
 	s->mode = cfg->udp_mode == FLIT_UDP_UNICAST ? FLIT_MODE_UNICAST : FLIT_MODE_MCAST;
+	s->created = now;
+	s->origin = 0;               /* next_seq starts there */
+	s->late_join = cfg->late_join;
 	s->ts = cfg->timestamps;
 	s->batching = cfg->batch;
 	s->max_dgram = cfg->udp_max_datagram & ~7u;
@@ -2454,7 +2636,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 				err = n;
 		}
 	}
-	if (tp->want_ucast_every_poll && !tp->xk && total < limit) {
+	if ((tp->want_ucast_every_poll || tp->lj_waiting) && !tp->xk && total < limit) {
 		int n = drain(tp, tp->ucast, &tp->ucast_want, limit - total, now);
 		if (n > 0)
 			total += n;
