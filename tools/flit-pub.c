@@ -26,6 +26,9 @@ static const char usage[] =
 "                           so receivers can read it (default 100)\n"
 "  -T, --timeout S          bound on --wait-receivers and on back-pressure\n"
 "                           (default 5)\n"
+"  -L, --late-join N        keep the last N messages for receivers that join\n"
+"                           late (source.late_join; default: every MESSAGE,\n"
+"                           or 10000 with --file; 0: none)\n"
 "  -S, --timestamps         stamp messages with their send time\n"
 "  -C, --config LINE        a config line for the context, e.g.\n"
 "                           'source.udp.mode = unicast' (repeatable); a key\n"
@@ -50,6 +53,7 @@ struct options {
 	unsigned linger_ms;
 	double timeout_s;
 	bool timestamps;
+	long late_join;                 /* -1: the default */
 	struct tool_config config;      /* the context's inline config */
 	int verbose;
 };
@@ -143,6 +147,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "file",           required_argument, NULL, 'f' },
 		{ "wait-receivers", required_argument, NULL, 'w' },
 		{ "linger",         required_argument, NULL, 'l' },
+		{ "late-join",      required_argument, NULL, 'L' },
 		{ "timeout",        required_argument, NULL, 'T' },
 		{ "timestamps",     no_argument,       NULL, 'S' },
 		{ "config",         required_argument, NULL, 'C' },
@@ -153,15 +158,16 @@ static void parse(int argc, char **argv, struct options *o)
 	const char *cfg[TOOL_CONFIG_LINES];
 	int opt, ncfg = 0;
 
-	*o = (struct options){ .transport = "shm", .linger_ms = 100, .timeout_s = 5 };
+	*o = (struct options){ .transport = "shm", .linger_ms = 100, .timeout_s = 5, .late_join = -1 };
 	/* '+' would stop at the first non-option; we allow options anywhere. */
-	while ((opt = getopt_long(argc, argv, ":t:f:w:l:T:SC:vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:f:w:l:L:T:SC:vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
 		case 'f': o->file = optarg; break;
 		case 'w': o->wait_receivers = (int)tool_parse_count("receiver count", optarg, 0, 1 << 20); break;
 		case 'l': o->linger_ms = (unsigned)tool_parse_count("linger", optarg, 0, 3600000); break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400); break;
+		case 'L': o->late_join = (long)tool_parse_count("late join", optarg, 0, 16777216); break;
 		case 'S': o->timestamps = true; break;
 		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case 'v': o->verbose++; break;
@@ -184,6 +190,11 @@ static void parse(int argc, char **argv, struct options *o)
 		tool_usage_exit("nothing to send: give MESSAGE arguments or --file");
 	tool_config_init(&o->config);
 	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	/* a receiver that comes a moment late still gets what was sent (a -C
+	 * line may still set it: it comes after) */
+	if (o->late_join < 0)
+		o->late_join = o->file ? 10000 : o->nmsgs;
+	tool_config_add(&o->config, "source.late_join = %ld", o->late_join);
 	for (int i = 0; i < ncfg; i++)
 		tool_config_add_user(&o->config, cfg[i], "source");
 }

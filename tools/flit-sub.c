@@ -19,6 +19,9 @@ static const char usage[] =
 "  -t, --transport T   only use transport T (shm, udp, xdp, rdma; the context\n"
 "                      gets context.transports = T); default: any\n"
 "  -n, --count N       exit after N messages\n"
+"  -l, --live          start at the live stream of a running source; by\n"
+"                      default (receiver.late_join) first get what it keeps\n"
+"                      for late joiners (flit-pub keeps what it sends)\n"
 "  -e, --eos           exit when every source that began (BOS) has ended\n"
 "                      (EOS): a subscriber of one publisher ends with it\n"
 "  -T, --timeout S     exit after S seconds (status 1 if --count was given\n"
@@ -35,7 +38,7 @@ static const char usage[] =
 "                      (-vv: debug)\n"
 "  -h, --help          this text\n"
 "\n"
-"Lines: TOPIC seq=N source=S len=L [latency_ns=X] \"PAYLOAD\"\n"
+"Lines: TOPIC seq=N source=S len=L [late-join] [latency_ns=X] \"PAYLOAD\"\n"
 "       TOPIC BOS|EOS source=S [source-died]\n"
 "       TOPIC LOSS seq=A..B lost=N source=S\n"
 "latency_ns is shown for messages stamped by their source (flit-pub -S): from\n"
@@ -59,7 +62,7 @@ struct options {
 	uint64_t count;         /* 0: unlimited */
 	double timeout_s;       /* 0: none */
 	size_t max_bytes;
-	bool json, spin, timestamps, eos;
+	bool json, spin, timestamps, eos, live;
 	struct tool_config config;      /* the context's inline config */
 	int verbose;
 };
@@ -116,6 +119,8 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		switch (m->kind) {
 		case FLIT_MSG_DATA:
 			printf(",\"seq\":%llu,\"len\":%zu", (unsigned long long)m->seq, m->len);
+			if (m->flags & FLIT_MSGF_LATE_JOIN)
+				printf(",\"late_join\":true");
 			if (stamped)
 				printf(",\"latency_ns\":%lld", (long long)latency);
 			printf(",\"payload\":");
@@ -140,6 +145,8 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		case FLIT_MSG_DATA:
 			printf("%s seq=%llu source=%s len=%zu ", topic,
 			       (unsigned long long)m->seq, source, m->len);
+			if (m->flags & FLIT_MSGF_LATE_JOIN)
+				printf("late-join ");
 			if (stamped)
 				printf("latency_ns=%lld ", (long long)latency);
 			print_payload(stdout, m->data, m->len, o->max_bytes, false);
@@ -176,6 +183,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "transport",  required_argument, NULL, 't' },
 		{ "count",      required_argument, NULL, 'n' },
 		{ "eos",        no_argument,       NULL, 'e' },
+		{ "live",       no_argument,       NULL, 'l' },
 		{ "timeout",    required_argument, NULL, 'T' },
 		{ "json",       no_argument,       NULL, 'j' },
 		{ "max-bytes",  required_argument, NULL, 'B' },
@@ -190,12 +198,13 @@ static void parse(int argc, char **argv, struct options *o)
 	int opt, ncfg = 0;
 
 	*o = (struct options){ .max_bytes = 256 };
-	while ((opt = getopt_long(argc, argv, ":t:n:eT:jB:sSC:vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:n:elT:jB:sSC:vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
 		case 'n': o->count = tool_parse_count("count", optarg, 1, UINT64_MAX / 2); break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400 * 365); break;
 		case 'e': o->eos = true; break;
+		case 'l': o->live = true; break;
 		case 'j': o->json = true; break;
 		case 'B': o->max_bytes = tool_parse_size("max-bytes", optarg, 0, 1 << 30); break;
 		case 's': o->spin = true; break;
@@ -216,6 +225,8 @@ static void parse(int argc, char **argv, struct options *o)
 	tool_config_init(&o->config);
 	if (o->transport)
 		tool_config_add(&o->config, "context.transports = %s", o->transport);
+	/* (a -C line may still set it: it comes after) */
+	tool_config_add(&o->config, "receiver.late_join = %s", o->live ? "off" : "on");
 	for (int i = 0; i < ncfg; i++)
 		tool_config_add_user(&o->config, cfg[i], "receiver");
 }
