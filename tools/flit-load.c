@@ -250,25 +250,16 @@ static inline void stall_turn(struct stall_watch *w, const struct tool_clock *cl
 /* Pings in flight, at most (a power of two). */
 #define FIFO_CAP (1u << 16)
 
-enum role { ROLE_BOTH, ROLE_PUB, ROLE_SUB };
-
 struct options {
-	const char *transport;
+	struct tool_opts com;           /* -t -c -T -C -p -j -H -v, --role ... */
 	size_t sizes[MAX_LIST];
 	int nsizes;
 	double rates[MAX_LIST];
 	int nrates;
-	double duration_s, warmup_s, ping_rate, timeout_s, stall_us;
+	double duration_s, warmup_s, ping_rate, stall_us;
 	uint64_t max_batch;
 	int rounds;
-	bool sleep, batch, json, csv, hist;
-	int cpus[2], ncpus;
-	enum role role;
-	char prefix[FLIT_TOPIC_MAX - 8];
-	int verbose;
-	struct tool_config config;      /* every context's inline config */
-	const char *netns, *peer_netns;
-	bool net;                       /* a network transport (not shm) */
+	bool sleep, batch, csv;
 };
 
 /* --stall-us in ticks (0: not watched; parse() takes 0 or 1 us and more,
@@ -283,10 +274,10 @@ static flit_pub *open_pub(flit_ctx *ctx, const struct options *o,
 			  const char *topic, bool batch)
 {
 	char config[96];
-	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->com.transport, .config = config);
 
 	snprintf(config, sizeof(config), "batch = %s\n%s", batch ? "true" : "false",
-		 strcmp(o->transport, "shm") ? "" : "shm.mode = paced\n");
+		 strcmp(o->com.transport, "shm") ? "" : "shm.mode = paced\n");
 	return flit_pub_new(ctx, topic, &popts);
 }
 
@@ -453,7 +444,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		   const char *load_topic, const char *reply_topic)
 {
 	struct sub_state s = {
-		.clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
+		.clk = clk, .timeout_ticks = tool_ticks(clk, o->com.timeout_s * 1e9),
 		.stall.limit = stall_limit(o, clk),
 	};
 	uint64_t spins = 0, idle_since = 0;
@@ -463,7 +454,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 	char err[768];
 	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = sub_on_msg, .arg = &s);
 
-	ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	ctx = tool_ctx_new(&o->com.config, err, sizeof(err));
 	if (!ctx)
 		tool_fail("creating the context: %s", err);
 	s.ctx = ctx;
@@ -471,7 +462,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 	if (!s.reply) {
 		snprintf(err, sizeof(err), "%s", flit_errmsg());
 		flit_ctx_close(ctx);
-		tool_fail("publishing '%s' on %s: %s", reply_topic, o->transport, err);
+		tool_fail("publishing '%s' on %s: %s", reply_topic, o->com.transport, err);
 	}
 	sub = flit_sub_new(ctx, load_topic, &sopts);
 	if (!sub) {
@@ -503,7 +494,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 				idle_since = now;
 			} else if (now - idle_since > s.timeout_ticks) {
 				snprintf(s.errmsg, sizeof(s.errmsg), "no message on '%s' "
-					 "for %g s", load_topic, o->timeout_s);
+					 "for %g s", load_topic, o->com.timeout_s);
 				s.err = -ETIMEDOUT;
 				break;
 			}
@@ -519,7 +510,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 	if (!s.bye)
 		tool_fail("the publisher's source ended before saying bye%s",
 			  s.pub.died ? " (its process died)" : "");
-	if (o->role == ROLE_SUB)
+	if (o->com.role == TOOL_SIDE_B)
 		printf("# %s: %llu messages, %llu pings reflected, gaps %llu, "
 		       "duplicates %llu, bad %llu, lost %llu\n", tool_name(),
 		       (unsigned long long)s.msgs, (unsigned long long)s.pings,
@@ -759,7 +750,7 @@ static void pub_check_limit(struct pub *p, uint64_t t0, uint64_t limit,
 
 static void pub_check(struct pub *p, uint64_t t0, const char *what)
 {
-	pub_check_limit(p, t0, p->timeout_ticks, p->o->timeout_s, what);
+	pub_check_limit(p, t0, p->timeout_ticks, p->o->com.timeout_s, what);
 }
 
 static void pub_poll(struct pub *p)
@@ -798,10 +789,10 @@ static void pub_hello(struct pub *p)
 	const struct tool_clock *clk = p->clk;
 	uint64_t ms = tool_ticks(clk, 1e6), t0 = tool_now(clk), next = t0;
 	uint64_t k = 0, limit = p->timeout_ticks;
-	double secs = p->o->timeout_s;
+	double secs = p->o->com.timeout_s;
 	uint8_t msg[MIN_SIZE];
 
-	if (p->o->net && secs < NET_STARTUP_MIN_S) {
+	if (p->o->com.net && secs < NET_STARTUP_MIN_S) {
 		secs = NET_STARTUP_MIN_S;
 		limit = tool_ticks(clk, secs * 1e9);
 	}
@@ -1134,21 +1125,21 @@ static void mode_str(const struct options *o, char *buf, size_t len)
 {
 	char cpustr[32], first[64];
 
-	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	if (!strcmp(o->transport, "udp") || !strcmp(o->transport, "xdp")) {
+	tool_cpus_str(o->com.cpus, o->com.ncpus, cpustr, sizeof(cpustr));
+	if (!strcmp(o->com.transport, "udp") || !strcmp(o->com.transport, "xdp")) {
 		char m[32], b[32];
-		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
-		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
+		const char *um = tool_config_get(&o->com.config, "source.udp.mode", m, sizeof(m));
+		const char *ub = tool_config_get(&o->com.config, "context.udp.backend", b, sizeof(b));
 
-		snprintf(first, sizeof(first), "%s,%s,%s", o->transport,
+		snprintf(first, sizeof(first), "%s,%s,%s", o->com.transport,
 			 um && *um ? um : "multicast",
-			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
+			 !strcmp(o->com.transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
 	} else {
-		snprintf(first, sizeof(first), "%s", strcmp(o->transport, "shm") ?
+		snprintf(first, sizeof(first), "%s", strcmp(o->com.transport, "shm") ?
 			 "default" : "paced");
 	}
-	if (o->role != ROLE_BOTH)
-		snprintf(cpustr, sizeof(cpustr), "%d", o->cpus[0]);
+	if (o->com.role != TOOL_SIDES_BOTH)
+		snprintf(cpustr, sizeof(cpustr), "%d", o->com.cpus[0]);
 	snprintf(buf, len, "%s,%s,%s,max_batch=%llu,ping_rate=%g,pinned=%s", first,
 		 o->batch ? "batched" : "unbatched", o->sleep ? "sleep" : "spin",
 		 (unsigned long long)o->max_batch, o->ping_rate, cpustr);
@@ -1156,7 +1147,7 @@ static void mode_str(const struct options *o, char *buf, size_t len)
 
 static void table_group(const struct options *o, size_t size)
 {
-	printf("\n# %s, %zu-byte messages; RTT/2 in microseconds\n", o->transport, size);
+	printf("\n# %s, %zu-byte messages; RTT/2 in microseconds\n", o->com.transport, size);
 	printf("# %12s %9s %9s %9s %9s %10s %9s %13s %7s %5s\n", "Msgs/sec", "Min",
 	       "Mean", "Median", "99.9%", "Max", "StdDev", "achieved", "pings", "lost");
 }
@@ -1259,7 +1250,7 @@ static void csv_row(const struct options *o, const struct point *pt,
 		snprintf(lat, sizeof(lat), "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f", s->min,
 			 s->avg, s->p50, s->p99, s->p999, s->max, s->stddev);
 	printf("flit-load,%s,%zu,%.0f,%.1f,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,"
-	       "%s,\"%s\",%d,%llu,%llu,%llu,%s\n", o->transport, pt->size, pt->rate, pt->achieved,
+	       "%s,\"%s\",%d,%llu,%llu,%llu,%s\n", o->com.transport, pt->size, pt->rate, pt->achieved,
 	       (unsigned long long)pt->sent, (unsigned long long)s->n,
 	       (unsigned long long)pt->pings_lost, lat,
 	       pt->cpu_bound ? "true" : "false", (unsigned long long)pt->back_pressured,
@@ -1278,7 +1269,7 @@ static void json_row(const struct options *o, const struct point *pt,
 	size_t off;
 
 	tool_result_init(&res, "flit-load");
-	res.transport = o->transport;
+	res.transport = o->com.transport;
 	res.size = (int64_t)pt->size;
 	res.count = (int64_t)pt->st.n;
 	res.rate = pt->rate;
@@ -1317,7 +1308,7 @@ static void json_row(const struct options *o, const struct point *pt,
 		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 			",\"pings_stalled\":%llu,\"unstalled\":{\"count\":0}",
 			(unsigned long long)pt->pings_stalled);
-	if (o->net)
+	if (o->com.net)
 		off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 			",\"naks_sent\":%llu,\"retx_received\":%llu,"
 			"\"retransmissions\":%llu,\"naks_received\":%llu",
@@ -1325,12 +1316,12 @@ static void json_row(const struct options *o, const struct point *pt,
 			(unsigned long long)pt->retx_received,
 			(unsigned long long)pt->retransmissions,
 			(unsigned long long)pt->naks_received);
-	if (o->netns)
-		off += tool_json_member(extra + off, sizeof(extra) - off, "netns", o->netns);
-	if (o->peer_netns)
+	if (o->com.netns)
+		off += tool_json_member(extra + off, sizeof(extra) - off, "netns", o->com.netns);
+	if (o->com.peer_netns)
 		off += tool_json_member(extra + off, sizeof(extra) - off, "peer_netns",
-					o->peer_netns);
-	if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
+					o->com.peer_netns);
+	if (tool_config_user(&o->com.config, cfgs, sizeof(cfgs)))
 		off += tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
 	if (setup[0])
 		tool_json_member(extra + off, sizeof(extra) - off, "setup", setup);
@@ -1383,17 +1374,17 @@ static void point_print(struct pub *p, struct point *a, int ri,
 
 	tool_stats_from_hist(h, clk->tsc.ns_per_tick / 2, &a->st);
 	tool_stats_from_hist(p->cleans[ri], clk->tsc.ns_per_tick / 2, &a->clean);
-	if (o->json)
+	if (o->com.json)
 		json_row(o, a, clk->name, mode, setup);
 	else if (o->csv)
 		csv_row(o, a, clk->name, mode);
 	else
 		table_row(a);
-	if (o->hist)
-		hist_print(o->json || o->csv ? stderr : stdout, h, clk->tsc.ns_per_tick / 2);
+	if (o->com.hist)
+		hist_print(o->com.json || o->csv ? stderr : stdout, h, clk->tsc.ns_per_tick / 2);
 	if (!a->cpu_bound)
 		return;
-	if (o->json || o->csv) {
+	if (o->com.json || o->csv) {
 		tool_warn("%zu bytes: CPU-bound at %s msgs/sec (achieved %.0f): the "
 			  "sweep of this size stops", a->size,
 			  short_rate(a->rate, r, sizeof(r)), a->achieved);
@@ -1413,12 +1404,12 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 {
 	struct pub p = {
 		.o = o, .clk = clk, .child = child,
-		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
+		.timeout_ticks = tool_ticks(clk, o->com.timeout_s * 1e9),
 		.st = { .clk = clk },
 	};
 	char err[768], mode[256], clkdesc[128], setup[512] = "", rounds[48] = "";
 	size_t maxsize = 0;
-	FILE *hdr = o->json || o->csv ? stderr : stdout;
+	FILE *hdr = o->com.json || o->csv ? stderr : stdout;
 	uint64_t bad = 0, lost = 0, gaps = 0, pbad = 0;
 	int status, rc = 0;
 	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = pub_on_msg, .arg = &p.st);
@@ -1443,7 +1434,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 	if (!p.rng)
 		p.rng = 1;
 
-	p.ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	p.ctx = tool_ctx_new(&o->com.config, err, sizeof(err));
 	if (!p.ctx)
 		pub_fail(&p, "creating the context: %s", err);
 	p.sub = flit_sub_new(p.ctx, reply_topic, &sopts);
@@ -1451,11 +1442,11 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		pub_fail(&p, "subscribing to '%s': %s", reply_topic, flit_errmsg());
 	p.pub = open_pub(p.ctx, o, load_topic, o->batch);
 	if (!p.pub)
-		pub_fail(&p, "publishing '%s' on %s: %s", load_topic, o->transport,
+		pub_fail(&p, "publishing '%s' on %s: %s", load_topic, o->com.transport,
 			 flit_errmsg());
 	if (maxsize > flit_pub_max_msg(p.pub))
 		pub_fail(&p, "size %zu is larger than the %s source's largest message "
-			 "(%zu bytes)", maxsize, o->transport, flit_pub_max_msg(p.pub));
+			 "(%zu bytes)", maxsize, o->com.transport, flit_pub_max_msg(p.pub));
 	pub_hello(&p);
 	/* the subscriber's counters from here on; does it watch its stalls? */
 	p.prev_rep[REP_PREEMPTED] = p.st.sub_preempted;
@@ -1468,17 +1459,17 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 					   (long long)(o->stall_us * 1e3)) > 1000)
 		tool_warn("the subscriber's stall limit is %g us, the publisher's %g us",
 			  p.st.sub_limit_ns / 1e3, o->stall_us);
-	if (flit_ctx_describe(p.ctx, o->transport, setup, sizeof(setup)) < 0)
+	if (flit_ctx_describe(p.ctx, o->com.transport, setup, sizeof(setup)) < 0)
 		setup[0] = '\0';
 
 	mode_str(o, mode, sizeof(mode));
 	if (o->rounds > 1)
 		snprintf(rounds, sizeof(rounds), ", %d rounds merged per row", o->rounds);
 	tool_header(hdr, "%s load with reflected pings, topic '%s', %s; publisher on "
-		    "CPU %d; %g s per point after %g s warm-up%s; clock %s", o->transport,
-		    load_topic, mode, o->cpus[0], o->duration_s, o->warmup_s, rounds,
+		    "CPU %d; %g s per point after %g s warm-up%s; clock %s", o->com.transport,
+		    load_topic, mode, o->com.cpus[0], o->duration_s, o->warmup_s, rounds,
 		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
-	if (setup[0] && strcmp(setup, o->transport))
+	if (setup[0] && strcmp(setup, o->com.transport))
 		tool_header(hdr, "%s", setup);
 	if (o->csv)
 		fputs(csv_header, stdout);
@@ -1487,7 +1478,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		struct point acc[MAX_LIST];
 		int nr = o->nrates;     /* rates swept: to the first CPU-bound one */
 
-		if (!o->json && !o->csv)
+		if (!o->com.json && !o->csv)
 			table_group(o, o->sizes[si]);
 		for (int round = 0; round < o->rounds; round++) {
 			bool last = round == o->rounds - 1;
@@ -1518,7 +1509,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 				}
 			}
 		}
-		if (!o->json && !o->csv)
+		if (!o->com.json && !o->csv)
 			table_interference(o, acc, nr);
 	}
 
@@ -1566,9 +1557,9 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		tool_warn("%llu pings lost, %llu sequence gaps or duplicates, %llu "
 			  "messages reported lost%s", (unsigned long long)lost,
 			  (unsigned long long)gaps, (unsigned long long)pbad,
-			  o->net ? " (reported, not an error on a network transport)" :
+			  o->com.net ? " (reported, not an error on a network transport)" :
 			  ", where paced shm must have none");
-		if (!o->net)
+		if (!o->com.net)
 			rc = 1;
 	}
 	return rc;
@@ -1632,10 +1623,12 @@ static int cmp_double(const void *a, const void *b)
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_SLEEP, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS,
-	       OPT_STALL };
+	enum { OPT_SLEEP = TOOL_OPT_OWN, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS, OPT_STALL };
+	static const struct tool_shape shape = {
+		.role = { "pub", "sub" }, .side = { "publisher", "subscriber" },
+	};
 	static const struct option longopts[] = {
-		{ "transport", required_argument, NULL, 't' },
+		TOOL_LONGOPTS,
 		{ "sizes",     required_argument, NULL, 's' },
 		{ "size",      required_argument, NULL, 's' },
 		{ "rates",     required_argument, NULL, 'r' },
@@ -1648,36 +1641,25 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "max-batch", required_argument, NULL, 'B' },
 		{ "sleep",     no_argument,       NULL, OPT_SLEEP },
 		{ "no-batch",  no_argument,       NULL, OPT_NO_BATCH },
-		{ "cpus",      required_argument, NULL, 'c' },
-		{ "timeout",   required_argument, NULL, 'T' },
 		{ "role",      required_argument, NULL, 'R' },
 		{ "peer-topic-prefix", required_argument, NULL, 'p' },
-		{ "config",    required_argument, NULL, 'C' },
-		{ "netns",     required_argument, NULL, OPT_NETNS },
-		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
-		{ "json",      no_argument,       NULL, 'j' },
 		{ "csv",       no_argument,       NULL, OPT_CSV },
 		{ "hist",      no_argument,       NULL, 'H' },
-		{ "verbose",   no_argument,       NULL, 'v' },
-		{ "help",      no_argument,       NULL, 'h' },
 		{ 0 }
 	};
-	bool prefix_set = false, cpus_set = false;
-	const char *cfg[TOOL_CONFIG_LINES];
-	int opt, ncfg = 0;
+	struct tool_opts *t = &o->com;
+	int opt;
 
 	*o = (struct options){
-		.transport = "shm", .duration_s = 2, .warmup_s = 0.25, .ping_rate = 5000,
-		.timeout_s = 10, .max_batch = 256, .rounds = 1, .stall_us = -1, .batch = true,
-		.role = ROLE_BOTH,
-		.cpus = { 0, 1 }, .ncpus = 2,
+		.duration_s = 2, .warmup_s = 0.25, .ping_rate = 5000, .max_batch = 256,
+		.rounds = 1, .stall_us = -1, .batch = true,
 	};
+	tool_opts_init(t, &shape);
 	o->nsizes = parse_list("size", "32 128 256 512 1024", o->sizes, false);
 	o->nrates = parse_list("rate", "100k 500k 1M 2M", o->rates, true);
 	while ((opt = getopt_long(argc, argv, ":t:s:r:d:w:P:B:c:T:R:p:C:jHvh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
-		case 't': o->transport = tool_parse_transport(optarg); break;
 		case 's': o->nsizes = parse_list("size", optarg, o->sizes, false); break;
 		case 'r': o->nrates = parse_list("rate", optarg, o->rates, true); break;
 		case 'd': o->duration_s = tool_parse_seconds("duration", optarg, 0.01, 86400); break;
@@ -1694,81 +1676,22 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'B': o->max_batch = tool_parse_count("max-batch", optarg, 1, 1000000); break;
 		case OPT_SLEEP: o->sleep = true; break;
 		case OPT_NO_BATCH: o->batch = false; break;
-		case 'c':
-			o->ncpus = tool_parse_cpus(optarg, o->cpus, 2);
-			cpus_set = true;
-			if (o->ncpus == 1)
-				o->cpus[1] = o->cpus[0];
-			break;
-		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.01, 3600); break;
-		case 'R':
-			if (!strcmp(optarg, "pub"))
-				o->role = ROLE_PUB;
-			else if (!strcmp(optarg, "sub"))
-				o->role = ROLE_SUB;
-			else
-				tool_usage_exit("bad role '%s': pub or sub", optarg);
-			break;
-		case 'p':
-			if (!*optarg || strlen(optarg) >= sizeof(o->prefix))
-				tool_usage_exit("bad topic prefix '%s': 1..%zu bytes",
-						optarg, sizeof(o->prefix) - 1);
-			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
-			prefix_set = true;
-			break;
-		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
-		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
-		case OPT_PEER_NETNS:
-			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
-			break;
-		case 'j': o->json = true; break;
+		case 'R': tool_opts_role(t, optarg); break;
 		case OPT_CSV: o->csv = true; break;
-		case 'H': o->hist = true; break;
-		case 'v': o->verbose++; break;
-		case 'h': tool_help_exit();
-		default: tool_getopt_error(opt, argv);
+		default: tool_opts_parse(t, opt, optarg, argv);
 		}
 	}
-	if (optind < argc)
-		tool_usage_exit("unexpected argument '%s'", argv[optind]);
-	if (o->json && o->csv)
+	tool_opts_end(t, argc, argv);
+	if (t->json && o->csv)
 		tool_usage_exit("--json and --csv exclude each other");
-	if (o->peer_netns && o->role != ROLE_BOTH)
-		tool_usage_exit("--peer-netns is for the forked subscriber: not with "
-				"--role (use --netns on each side)");
 	for (int i = 0; i < o->nrates; i++)
 		if (o->rates[i] * o->duration_s < 1)
 			tool_usage_exit("bad rate %g with duration %g s: not one message "
 					"in the measured interval", o->rates[i], o->duration_s);
 	qsort(o->rates, (size_t)o->nrates, sizeof(o->rates[0]), cmp_double);
-	/* Every context: only the transport measured (an shm run opens no
-	 * socket, a udp run does not see shm), then the user's lines. */
-	o->net = strcmp(o->transport, "shm") != 0;
 	if (o->stall_us < 0)    /* a poll of 256 datagrams takes a few 100 us */
-		o->stall_us = o->net ? 500 : 50;
-	tool_config_init(&o->config);
-	tool_config_add(&o->config, "context.transports = %s", o->transport);
-	for (int i = 0; i < ncfg; i++)
-		tool_config_add_user(&o->config, cfg[i], NULL);
-	if (!cpus_set) {
-		o->ncpus = tool_default_cpus(o->cpus, 2);
-		if (o->ncpus == 0)
-			tool_fail("no CPU to run on (sched_getaffinity)");
-		if (o->ncpus == 1) {
-			if (o->role == ROLE_BOTH)
-				tool_fail("needs two CPUs; this process may use only one");
-			o->cpus[1] = o->cpus[0];
-		}
-	}
-	if (o->role == ROLE_BOTH && o->ncpus == 2 && o->cpus[0] == o->cpus[1])
-		tool_usage_exit("bad cpu list: publisher and subscriber spin, so they "
-				"need two different CPUs");
-	/* --role sub pins to the second CPU of the list, or the only one */
-	if (o->role == ROLE_SUB && o->ncpus == 1)
-		o->cpus[1] = o->cpus[0];
-	if (!prefix_set)
-		snprintf(o->prefix, sizeof(o->prefix), o->role == ROLE_BOTH ?
-			 "flit-load.%d" : "flit-load", (int)getpid());
+		o->stall_us = t->net ? 500 : 50;
+	tool_opts_finish(t);
 }
 
 struct load_run {
@@ -1798,15 +1721,11 @@ int main(int argc, char **argv)
 
 	tool_init("flit-load", usage);
 	parse(argc, argv, &o);
-	tool_set_verbose(o.verbose);
-	snprintf(r.load_topic, sizeof(r.load_topic), "%s.load", o.prefix);
-	snprintf(r.reply_topic, sizeof(r.reply_topic), "%s.reply", o.prefix);
+	tool_set_verbose(o.com.verbose);
+	snprintf(r.load_topic, sizeof(r.load_topic), "%s.load", o.com.prefix);
+	snprintf(r.reply_topic, sizeof(r.reply_topic), "%s.reply", o.com.prefix);
 	return tool_run_sides(&(struct tool_sides){
-		.role = o.role == ROLE_PUB ? TOOL_SIDE_A : o.role == ROLE_SUB ? TOOL_SIDE_B : TOOL_SIDES_BOTH,
-		.transport = o.transport, .config = &o.config,
-		.netns = o.netns, .peer_netns = o.peer_netns,
-		.cpu_a = o.cpus[0], .cpu_b = o.cpus[1],
-		.b_name = "flit-load (sub)", .usage = usage, .clk = &r.clk,
+		.opts = &o.com, .clk = &r.clk,
 		.run_a = side_pub, .run_b = side_sub, .arg = &r,
 	});
 }

@@ -83,24 +83,10 @@ static const char usage[] =
 /* Spins between clock checks in the wait loops (about a millisecond). */
 #define CHECK_EVERY 0x3fffu
 
-enum role { ROLE_BOTH, ROLE_PING, ROLE_PONG };
-
 struct options {
-	const char *transport;
-	size_t size;
+	struct tool_opts com;           /* -t -s -m -c -T -C -p -j -H -v, --role ... */
 	uint64_t count, warmup;
-	int cpus[2], ncpus;
-	bool overwrite, json, hist;
-	double timeout_s;
-	enum role role;
-	char prefix[FLIT_TOPIC_MAX - 8];
-	int verbose;
-	struct tool_config config;      /* every context's inline config */
-	const char *netns, *peer_netns;
-	bool net;                       /* a network transport (not shm) */
 	int ts;                         /* --timestamps: FLIT_TS_NONE, _SOFTWARE, _HARDWARE */
-	char rdma_addr[64];             /* rdma: the peer's address */
-	unsigned rdma_port;             /* rdma: the ping listens here, the pong on +1 */
 	uint64_t rdma_frame;            /* rdma: frame_max for the size, 0: default */
 };
 
@@ -189,22 +175,22 @@ static noreturn TOOL_FMT(2, 3) void side_fail(struct side *p, const char *fmt, .
 /* rdma: the port this side listens on (ping: rdma_port, pong: + 1). */
 static unsigned rdma_listen_port(const struct side *p)
 {
-	return p->o->rdma_port + (p->pong ? 1 : 0);
+	return p->o->com.rdma_port + (p->pong ? 1 : 0);
 }
 
 static void open_ctx(struct side *p)
 {
 	char err[768];
 
-	if (!strcmp(p->o->transport, "rdma")) {
-		struct tool_config c = p->o->config;
+	if (!strcmp(p->o->com.transport, "rdma")) {
+		struct tool_config c = p->o->com.config;
 		tool_config_add(&c, "context.rdma.port = %u", rdma_listen_port(p));
 		p->ctx = tool_ctx_new(&c, err, sizeof(err));
 		if (!p->ctx)
 			side_fail(p, "creating the context: %s", err);
 		return;
 	}
-	p->ctx = tool_ctx_new(&p->o->config, err, sizeof(err));
+	p->ctx = tool_ctx_new(&p->o->com.config, err, sizeof(err));
 	if (!p->ctx)
 		side_fail(p, "creating the context: %s", err);
 }
@@ -213,24 +199,24 @@ static void open_pub(struct side *p, const char *topic)
 {
 	const struct options *o = p->o;
 	char config[128];
-	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->com.transport, .config = config);
 
 	/* Both sides publish unbatched, whatever a config file or -C says. */
-	if (!strcmp(o->transport, "shm"))
+	if (!strcmp(o->com.transport, "shm"))
 		snprintf(config, sizeof(config), "batch = false\nshm.mode = %s\n",
-			 o->overwrite ? "overwrite" : "paced");
-	else if (!strcmp(o->transport, "rdma") && o->rdma_frame)
+			 o->com.overwrite ? "overwrite" : "paced");
+	else if (!strcmp(o->com.transport, "rdma") && o->rdma_frame)
 		snprintf(config, sizeof(config), "batch = false\nrdma.frame_max = %llu\n",
 			 (unsigned long long)o->rdma_frame);
 	else
 		snprintf(config, sizeof(config), "batch = false\n");
 	p->pub = flit_pub_new(p->ctx, topic, &popts);
 	if (!p->pub)
-		side_fail(p, "publishing '%s' on %s: %s", topic, o->transport,
+		side_fail(p, "publishing '%s' on %s: %s", topic, o->com.transport,
 			  flit_errmsg());
-	if (o->size > flit_pub_max_msg(p->pub))
+	if (o->com.size > flit_pub_max_msg(p->pub))
 		side_fail(p, "size %zu is larger than the %s source's largest "
-			  "message (%zu bytes)", o->size, o->transport,
+			  "message (%zu bytes)", o->com.size, o->com.transport,
 			  flit_pub_max_msg(p->pub));
 }
 
@@ -241,9 +227,9 @@ static void open_sub(struct side *p, const char *topic, flit_msg_fn fn,
 	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = fn, .arg = arg, .config = config);
 
 	/* rdma: the peer's source listens on the other port of the pair */
-	if (!strcmp(p->o->transport, "rdma"))
+	if (!strcmp(p->o->com.transport, "rdma"))
 		snprintf(config, sizeof(config), "rdma.static = %s:%u\n%s%llu\n",
-			 p->o->rdma_addr, p->o->rdma_port * 2 + 1 - rdma_listen_port(p),
+			 p->o->com.rdma_addr, p->o->com.rdma_port * 2 + 1 - rdma_listen_port(p),
 			 p->o->rdma_frame ? "rdma.frame_max = " : "# ",
 			 (unsigned long long)p->o->rdma_frame);
 	p->sub = flit_sub_new(p->ctx, topic, &sopts);
@@ -302,12 +288,12 @@ static void pong_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 static int run_pong(const struct options *o, const struct tool_clock *clk,
 		    const char *ping_topic, const char *pong_topic)
 {
-	struct pong_state s = { .clk = clk, .timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9) };
+	struct pong_state s = { .clk = clk, .timeout_ticks = tool_ticks(clk, o->com.timeout_s * 1e9) };
 	struct side p = { .o = o, .clk = clk, .pong = true };
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 
-	if (o->ts && o->size >= TS_MIN_SIZE && !(s.ts_buf = malloc(o->size)))
+	if (o->ts && o->com.size >= TS_MIN_SIZE && !(s.ts_buf = malloc(o->com.size)))
 		tool_fail("out of memory");
 	open_ctx(&p);
 	open_sub(&p, ping_topic, pong_on_msg, &s);
@@ -329,7 +315,7 @@ static int run_pong(const struct options *o, const struct tool_clock *clk,
 				idle_since = now;
 			} else if (now - idle_since > s.timeout_ticks) {
 				side_fail(&p, "no message on '%s' for %g s",
-					  ping_topic, o->timeout_s);
+					  ping_topic, o->com.timeout_s);
 			}
 		}
 	}
@@ -440,7 +426,7 @@ static void ping_check_limit(struct side *p, uint64_t t0, uint64_t limit,
 
 static void ping_check(struct side *p, uint64_t t0, const char *what)
 {
-	ping_check_limit(p, t0, p->timeout_ticks, p->o->timeout_s, what);
+	ping_check_limit(p, t0, p->timeout_ticks, p->o->com.timeout_s, what);
 }
 
 /* Send buf, spinning while back-pressured (bounded). */
@@ -449,7 +435,7 @@ static void ping_send(struct side *p, const char *what)
 	uint64_t spins = 0, t0 = tool_now(p->clk);
 	int rc;
 
-	while ((rc = flit_pub_send(p->pub, p->buf, p->o->size)) == FLIT_BACK_PRESSURED ||
+	while ((rc = flit_pub_send(p->pub, p->buf, p->o->com.size)) == FLIT_BACK_PRESSURED ||
 	       rc == FLIT_NOT_CONNECTED)
 		if ((++spins & CHECK_EVERY) == 0)
 			ping_check(p, t0, what);
@@ -464,9 +450,9 @@ static void ping_hello(struct side *p)
 	const struct tool_clock *clk = p->clk;
 	uint64_t ms = tool_ticks(clk, 1e6), t0 = tool_now(clk), next = t0;
 	uint64_t k = 0, limit = p->timeout_ticks;
-	double secs = p->o->timeout_s;
+	double secs = p->o->com.timeout_s;
 
-	if (p->o->net && secs < NET_STARTUP_MIN_S) {
+	if (p->o->com.net && secs < NET_STARTUP_MIN_S) {
 		secs = NET_STARTUP_MIN_S;
 		limit = tool_ticks(clk, secs * 1e9);
 	}
@@ -478,8 +464,8 @@ static void ping_hello(struct side *p)
 		if (now >= next) {
 			int rc;
 
-			tool_payload_fill(p->buf, p->o->size, SEQ_HELLO | k++);
-			rc = flit_pub_send(p->pub, p->buf, p->o->size);
+			tool_payload_fill(p->buf, p->o->com.size, SEQ_HELLO | k++);
+			rc = flit_pub_send(p->pub, p->buf, p->o->com.size);
 			if (rc < 0)
 				side_fail(p, "start-up: send: %s", flit_errmsg());
 			next = now + ms;
@@ -502,7 +488,7 @@ static inline uint64_t ping_round(struct side *p, uint64_t seq)
 	uint64_t spins = 0, t0;
 	int rc;
 
-	tool_payload_fill(p->buf, p->o->size, seq);
+	tool_payload_fill(p->buf, p->o->com.size, seq);
 	s->expect = seq;
 	s->got = false;
 	if (s->ts) {                            /* --timestamps, before t0 */
@@ -510,7 +496,7 @@ static inline uint64_t ping_round(struct side *p, uint64_t seq)
 		s->send_rt = flit_realtime_ns();
 	}
 	t0 = tool_now(p->clk);
-	while ((rc = flit_pub_send(p->pub, p->buf, p->o->size)) != FLIT_OK) {
+	while ((rc = flit_pub_send(p->pub, p->buf, p->o->com.size)) != FLIT_OK) {
 		if (rc < 0)
 			side_fail(p, "round trip %llu: send: %s",
 				  (unsigned long long)seq, flit_errmsg());
@@ -526,7 +512,7 @@ static inline uint64_t ping_round(struct side *p, uint64_t seq)
 	if (s->bad)
 		side_fail(p, "bad reply (seq %llu, %zu bytes, expected %zu): %s at "
 			  "byte %ld", (unsigned long long)s->bad_seq, s->bad_len,
-			  p->o->size, s->bad_len != p->o->size ? "wrong length" :
+			  p->o->com.size, s->bad_len != p->o->com.size ? "wrong length" :
 			  "corrupt payload", s->bad_off);
 	return s->t1 - t0;
 }
@@ -535,7 +521,7 @@ static void ping_bye(struct side *p)
 {
 	uint64_t spins = 0, t0;
 
-	tool_payload_fill(p->buf, p->o->size, SEQ_BYE);
+	tool_payload_fill(p->buf, p->o->com.size, SEQ_BYE);
 	ping_send(p, "saying bye");
 	flit_pub_flush(p->pub);
 	t0 = tool_now(p->clk);
@@ -656,10 +642,10 @@ static void ow_init(struct side *p, struct one_way *ow)
 		    !(ow->s[d].cls = calloc(o->count, 1)))
 			side_fail(p, "out of memory");
 	ow->st.sz = sizeof(ow->st);
-	ow->have_st = flit_ctx_ts_status(p->ctx, o->transport, &ow->st) == 0;
+	ow->have_st = flit_ctx_ts_status(p->ctx, o->com.transport, &ow->st) == 0;
 	ow->tx = ow->have_st && ow->st.tx != FLIT_TS_NONE;
 	ow->site[SITE_PING_RX] = true;
-	ow->site[SITE_PONG_RX] = o->size >= TS_MIN_SIZE;
+	ow->site[SITE_PONG_RX] = o->com.size >= TS_MIN_SIZE;
 	ow->site[SITE_PING_TX] = ow->tx;
 	if (ow->have_st && ow->st.rx == FLIT_TS_HARDWARE) {
 		ow->phc = flit_phc_open(ow->st.ifname);
@@ -866,13 +852,13 @@ static void ow_header(FILE *hdr, const struct options *o, const struct one_way *
 		fprintf(hdr, "# timestamps: %s asked for; the %s transport has no stamp settings "
 			     "of its own: the stamps messages carry are used (the library's "
 			     "CLOCK_REALTIME send and delivery stamps where there are no others)\n",
-			     asked, o->transport);
+			     asked, o->com.transport);
 	if (ow->have_st && ow->st.why[0])
 		fprintf(hdr, "# timestamps: hardware stamps asked for but not available: %s; "
 			     "using software stamps\n", ow->st.why);
 	else if (o->ts == FLIT_TS_HARDWARE && !ow->have_st)
 		fprintf(hdr, "# timestamps: hardware stamps asked for but not available "
-			     "(the %s transport has none); using the library's stamps\n", o->transport);
+			     "(the %s transport has none); using the library's stamps\n", o->com.transport);
 	for (int site = 0; site < SITE_N; site++) {
 		char why[160];
 
@@ -891,14 +877,14 @@ static void ow_header(FILE *hdr, const struct options *o, const struct one_way *
 		fprintf(hdr, "# timestamps: %llu replies came without the pong's receive stamp "
 			     "(run the pong side with --timestamps too)\n",
 			     (unsigned long long)ow->peer_plain);
-	if (o->size < TS_MIN_SIZE)
+	if (o->com.size < TS_MIN_SIZE)
 		fprintf(hdr, "# timestamps: ping->pong one-way needs messages of %d bytes or more "
 			     "(the pong returns its receive stamp in bytes 8..15)\n", TS_MIN_SIZE);
 	fprintf(hdr, "# one-way (ns, separate from RTT/2): 1w-fwd = ping send -> pong receive "
 		     "stamp, 1w-back = pong send stamp -> ping receive stamp, 1w-wire = ping "
 		     "transmit stamp -> pong receive stamp; each of one clock, that of the "
 		     "stamps the samples had: clock %s\n", ow_clock(ow));
-	fprintf(hdr, "# one-way validity: %s\n", o->role == ROLE_BOTH ?
+	fprintf(hdr, "# one-way validity: %s\n", o->com.role == TOOL_SIDES_BOTH ?
 		     "ping and pong run on this host: their stamps share one CLOCK_REALTIME "
 		     "(hardware pairs: one NIC clock, or PHC-synchronised NICs)" :
 		     "ping and pong may run on different hosts: meaningful only if their "
@@ -936,7 +922,7 @@ static size_t ow_json(char *buf, size_t len, const struct options *o, const stru
 	if (ow->have_st && ow->st.why[0])
 		off += tool_json_member(buf + off, len - off, "ts_hw_unavailable", ow->st.why);
 	else if (o->ts == FLIT_TS_HARDWARE && !ow->have_st) {
-		snprintf(tmp, sizeof(tmp), "the %s transport has no NIC stamps", o->transport);
+		snprintf(tmp, sizeof(tmp), "the %s transport has no NIC stamps", o->com.transport);
 		off += tool_json_member(buf + off, len - off, "ts_hw_unavailable", tmp);
 	}
 	/* hardware asked for, and samples without a hardware stamp */
@@ -951,7 +937,7 @@ static size_t ow_json(char *buf, size_t len, const struct options *o, const stru
 	if (tmp[0])
 		off += tool_json_member(buf + off, len - off, "ts_hw_missing", tmp);
 	off += tool_json_member(buf + off, len - off, "one_way_valid",
-				o->role == ROLE_BOTH ? "same host: CLOCK_REALTIME shared" :
+				o->com.role == TOOL_SIDES_BOTH ? "same host: CLOCK_REALTIME shared" :
 				"two processes, possibly two hosts: needs synchronised clocks");
 	OW_PUT(",\"one_way\":{");
 	bool first = true;
@@ -993,7 +979,7 @@ static void ow_rows(FILE *f, const struct options *o, const struct one_way *ow)
 		any = true;
 		tool_result_init(&r, "flit-pong");
 		r.label = ow_label[d];
-		r.size = (int64_t)o->size;
+		r.size = (int64_t)o->com.size;
 		r.lat = &s->st;
 		tool_lat_row(f, &r);
 	}
@@ -1031,8 +1017,8 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 {
 	struct side p = {
 		.o = o, .clk = clk, .child = child,
-		.timeout_ticks = tool_ticks(clk, o->timeout_s * 1e9),
-		.st = { .clk = clk, .size = o->size },
+		.timeout_ticks = tool_ticks(clk, o->com.timeout_s * 1e9),
+		.st = { .clk = clk, .size = o->com.size },
 	};
 	char cpustr[32], mode[160], clkdesc[128], extra[8192], cfgs[512], setup[512] = "";
 	struct one_way ow;
@@ -1041,15 +1027,15 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	struct tool_stats stats;
 	struct tool_result res;
 	uint64_t *samples;
-	FILE *hdr = o->json ? stderr : stdout;
+	FILE *hdr = o->com.json ? stderr : stdout;
 	int status;
 
 	samples = malloc(o->count * sizeof(*samples));
-	p.buf = aligned_alloc(64, (o->size + 63) & ~(size_t)63);
+	p.buf = aligned_alloc(64, (o->com.size + 63) & ~(size_t)63);
 	if (!samples || !p.buf)
 		side_fail(&p, "out of memory");
 	memset(samples, 0, o->count * sizeof(*samples));   /* fault in now */
-	memset(p.buf, 0, o->size);
+	memset(p.buf, 0, o->com.size);
 
 	open_ctx(&p);
 	open_sub(&p, pong_topic, ping_on_msg, &p.st);
@@ -1076,7 +1062,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 	}
 
 	have_ctr = flit_ctx_counters(p.ctx, &ctr) == 0;
-	if (flit_ctx_describe(p.ctx, o->transport, setup, sizeof(setup)) < 0)
+	if (flit_ctx_describe(p.ctx, o->com.transport, setup, sizeof(setup)) < 0)
 		setup[0] = '\0';
 	flit_sub_close(p.sub);
 	flit_pub_close(p.pub);
@@ -1094,31 +1080,31 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 				  tool_wstatus_str(status, why, sizeof(why)));
 	}
 
-	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	if (!strcmp(o->transport, "udp") || !strcmp(o->transport, "xdp")) {
+	tool_cpus_str(o->com.cpus, o->com.ncpus, cpustr, sizeof(cpustr));
+	if (!strcmp(o->com.transport, "udp") || !strcmp(o->com.transport, "xdp")) {
 		char m[32], b[32];
-		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
-		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
+		const char *um = tool_config_get(&o->com.config, "source.udp.mode", m, sizeof(m));
+		const char *ub = tool_config_get(&o->com.config, "context.udp.backend", b, sizeof(b));
 
 		/* xdp: the data path is AF_XDP; its set-up is in "setup" */
-		snprintf(mode, sizeof(mode), "%s,%s,%s,unbatched,spin,pinned=%s", o->transport,
+		snprintf(mode, sizeof(mode), "%s,%s,%s,unbatched,spin,pinned=%s", o->com.transport,
 			 um && *um ? um : "multicast",
-			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets", cpustr);
-	} else if (!strcmp(o->transport, "rdma")) {
+			 !strcmp(o->com.transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets", cpustr);
+	} else if (!strcmp(o->com.transport, "rdma")) {
 		char m[32];
-		const char *rm = tool_config_get(&o->config, "source.rdma.mode", m, sizeof(m));
+		const char *rm = tool_config_get(&o->com.config, "source.rdma.mode", m, sizeof(m));
 
 		snprintf(mode, sizeof(mode), "rdma,rc,%s,unbatched,spin,pinned=%s",
 			 rm && *rm ? rm : "send", cpustr);
 	} else {
 		snprintf(mode, sizeof(mode), "%s,unbatched,spin,pinned=%s",
-			 strcmp(o->transport, "shm") ? "default" :
-			 o->overwrite ? "overwrite" : "paced", cpustr);
+			 strcmp(o->com.transport, "shm") ? "default" :
+			 o->com.overwrite ? "overwrite" : "paced", cpustr);
 	}
 	tool_header(hdr, "%s ping-pong, %zu-byte messages, %s; ping '%s' on CPU %d; "
-		    "RTT/2 in ns; clock %s", o->transport, o->size, mode, ping_topic,
-		    o->cpus[0], tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
-	if (setup[0] && strcmp(setup, o->transport))
+		    "RTT/2 in ns; clock %s", o->com.transport, o->com.size, mode, ping_topic,
+		    o->com.cpus[0], tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
+	if (setup[0] && strcmp(setup, o->com.transport))
 		tool_header(hdr, "%s", setup);
 	if (o->ts)
 		ow_header(hdr, o, &ow);
@@ -1128,9 +1114,9 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 
 	tool_stats_compute(samples, o->count, clk->tsc.ns_per_tick / 2, &stats);
 	tool_result_init(&res, "flit-pong");
-	res.label = o->transport;
-	res.transport = o->transport;
-	res.size = (int64_t)o->size;
+	res.label = o->com.transport;
+	res.transport = o->com.transport;
+	res.size = (int64_t)o->com.size;
 	res.count = (int64_t)o->count;
 	res.lat = &stats;
 	res.clock = clk->name;
@@ -1142,20 +1128,20 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 					      (unsigned long long)p.st.lost);
 		/* the ping's own context: NAKs its receiver sent, frames its
 		 * source retransmitted, messages reported lost to it */
-		if (o->net && have_ctr)
+		if (o->com.net && have_ctr)
 			off += (size_t)snprintf(extra + off, sizeof(extra) - off,
 				",\"naks_sent\":%llu,\"retransmissions\":%llu,"
 				"\"msgs_lost\":%llu",
 				(unsigned long long)ctr.naks_sent,
 				(unsigned long long)ctr.retransmissions,
 				(unsigned long long)ctr.msgs_lost);
-		if (o->netns)
+		if (o->com.netns)
 			off += tool_json_member(extra + off, sizeof(extra) - off,
-						"netns", o->netns);
-		if (o->peer_netns)
+						"netns", o->com.netns);
+		if (o->com.peer_netns)
 			off += tool_json_member(extra + off, sizeof(extra) - off,
-						"peer_netns", o->peer_netns);
-		if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
+						"peer_netns", o->com.peer_netns);
+		if (tool_config_user(&o->com.config, cfgs, sizeof(cfgs)))
 			off += tool_json_member(extra + off, sizeof(extra) - off, "config", cfgs);
 		if (setup[0])
 			off += tool_json_member(extra + off, sizeof(extra) - off, "setup", setup);
@@ -1165,7 +1151,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 				clk->tsc.ns_per_tick / 2);
 	}
 	res.extra = extra;
-	if (o->json) {
+	if (o->com.json) {
 		tool_json_print(stdout, &res);
 	} else {
 		tool_lat_header(stdout);
@@ -1173,7 +1159,7 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		if (o->ts)
 			ow_rows(stdout, o, &ow);
 	}
-	if (o->hist)
+	if (o->com.hist)
 		tool_hist_print(hdr, samples, o->count, clk->tsc.ns_per_tick / 2);
 	if (o->ts)
 		ow_free(&ow);
@@ -1185,85 +1171,36 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_NETNS = 256, OPT_PEER_NETNS, OPT_TIMESTAMPS, OPT_RDMA_ADDR, OPT_RDMA_PORT };
+	enum { OPT_TIMESTAMPS = TOOL_OPT_OWN };
+	static const struct tool_shape shape = {
+		.role = { "ping", "pong" }, .side = { "ping", "pong" },
+		.rdma_ports = 2,        /* the ping listens on P, the pong on P + 1 */
+	};
 	static const struct option longopts[] = {
-		{ "transport", required_argument, NULL, 't' },
+		TOOL_LONGOPTS,
 		{ "size",      required_argument, NULL, 's' },
 		{ "count",     required_argument, NULL, 'n' },
 		{ "warmup",    required_argument, NULL, 'w' },
-		{ "cpus",      required_argument, NULL, 'c' },
 		{ "mode",      required_argument, NULL, 'm' },
-		{ "timeout",   required_argument, NULL, 'T' },
 		{ "role",      required_argument, NULL, 'r' },
 		{ "peer-topic-prefix", required_argument, NULL, 'p' },
-		{ "config",    required_argument, NULL, 'C' },
-		{ "netns",     required_argument, NULL, OPT_NETNS },
-		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
 		{ "timestamps", required_argument, NULL, OPT_TIMESTAMPS },
-		{ "rdma-addr", required_argument, NULL, OPT_RDMA_ADDR },
-		{ "rdma-port", required_argument, NULL, OPT_RDMA_PORT },
-		{ "json",      no_argument,       NULL, 'j' },
+		{ "rdma-addr", required_argument, NULL, TOOL_OPT_RDMA_ADDR },
+		{ "rdma-port", required_argument, NULL, TOOL_OPT_RDMA_PORT },
 		{ "hist",      no_argument,       NULL, 'H' },
-		{ "verbose",   no_argument,       NULL, 'v' },
-		{ "help",      no_argument,       NULL, 'h' },
 		{ 0 }
 	};
-	bool prefix_set = false, cpus_set = false;
-	const char *cfg[TOOL_CONFIG_LINES];
-	int opt, ncfg = 0;
+	struct tool_opts *t = &o->com;
+	int opt;
 
-	*o = (struct options){
-		.transport = "shm", .size = 16, .count = 100000, .warmup = 10000,
-		.cpus = { 0, 1 }, .ncpus = 2, .timeout_s = 10, .role = ROLE_BOTH,
-	};
+	*o = (struct options){ .count = 100000, .warmup = 10000 };
+	tool_opts_init(t, &shape);
 	while ((opt = getopt_long(argc, argv, ":t:s:n:w:c:m:T:r:p:C:jHvh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
-		case 't': o->transport = tool_parse_transport(optarg); break;
-		case 's': o->size = tool_parse_size("size", optarg, 8, 16 << 20); break;
 		case 'n': o->count = tool_parse_count("count", optarg, 1, 1000000000); break;
 		case 'w': o->warmup = tool_parse_count("warmup", optarg, 0, 1000000000); break;
-		case 'c':
-			o->ncpus = tool_parse_cpus(optarg, o->cpus, 2);
-			cpus_set = true;
-			if (o->ncpus == 1)
-				o->cpus[1] = o->cpus[0];
-			break;
-		case 'm':
-			if (!strcmp(optarg, "paced"))
-				o->overwrite = false;
-			else if (!strcmp(optarg, "overwrite"))
-				o->overwrite = true;
-			else
-				tool_usage_exit("bad mode '%s': paced or overwrite", optarg);
-			break;
-		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.01, 3600); break;
-		case 'r':
-			if (!strcmp(optarg, "ping"))
-				o->role = ROLE_PING;
-			else if (!strcmp(optarg, "pong"))
-				o->role = ROLE_PONG;
-			else
-				tool_usage_exit("bad role '%s': ping or pong", optarg);
-			break;
-		case 'p':
-			if (!*optarg || strlen(optarg) >= sizeof(o->prefix))
-				tool_usage_exit("bad topic prefix '%s': 1..%zu bytes",
-						optarg, sizeof(o->prefix) - 1);
-			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
-			prefix_set = true;
-			break;
-		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
-		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
-		case OPT_PEER_NETNS:
-			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
-			break;
-		case OPT_RDMA_ADDR:
-			tool_parse_rdma_addr(optarg, o->rdma_addr, sizeof(o->rdma_addr));
-			break;
-		case OPT_RDMA_PORT:
-			o->rdma_port = (unsigned)tool_parse_count("rdma-port", optarg, 1, 65534);
-			break;
+		case 'r': tool_opts_role(t, optarg); break;
 		case OPT_TIMESTAMPS:
 			if (!strcmp(optarg, "software"))
 				o->ts = FLIT_TS_SOFTWARE;
@@ -1272,60 +1209,29 @@ static void parse(int argc, char **argv, struct options *o)
 			else
 				tool_usage_exit("bad --timestamps '%s': software or hardware", optarg);
 			break;
-		case 'j': o->json = true; break;
-		case 'H': o->hist = true; break;
-		case 'v': o->verbose++; break;
-		case 'h': tool_help_exit();
-		default: tool_getopt_error(opt, argv);
+		default: tool_opts_parse(t, opt, optarg, argv);
 		}
 	}
-	if (optind < argc)
-		tool_usage_exit("unexpected argument '%s'", argv[optind]);
-	if (o->peer_netns && o->role != ROLE_BOTH)
-		tool_usage_exit("--peer-netns is for the forked pong: not with --role "
-				"(use --netns on each side)");
-	/* Every context: only the transport measured (an shm run opens no
-	 * socket, a udp run does not see shm), then the user's lines. */
-	o->net = strcmp(o->transport, "shm") != 0;
-	tool_config_init(&o->config);
-	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	tool_opts_end(t, argc, argv);
 	if (o->ts) {
 		/* both sides: send stamps in every message, kernel or NIC
 		 * receive stamps (the library's own where the transport has
 		 * none), transmit stamps of the udp sources */
 		const char *m = flit_ts_kind_name(o->ts);
-		tool_config_add(&o->config, "source.timestamps = true");
-		tool_config_add(&o->config, "receiver.timestamps = true");
-		tool_config_add(&o->config, "context.udp.timestamps = %s", m);
-		tool_config_add(&o->config, "context.udp.tx_timestamps = %s", m);
+		tool_config_add(&t->config, "source.timestamps = true");
+		tool_config_add(&t->config, "receiver.timestamps = true");
+		tool_config_add(&t->config, "context.udp.timestamps = %s", m);
+		tool_config_add(&t->config, "context.udp.tx_timestamps = %s", m);
 	}
-	for (int i = 0; i < ncfg; i++)
-		tool_config_add_user(&o->config, cfg[i], NULL);
-	if (!cpus_set) {
-		/* The first two CPUs we may use (0,1 on most machines). */
-		o->ncpus = tool_default_cpus(o->cpus, 2);
-		if (o->ncpus == 0)
-			tool_fail("no CPU to run on (sched_getaffinity)");
-		if (o->ncpus == 1) {
-			if (o->role == ROLE_BOTH)
-				tool_fail("needs two CPUs; this process may use only one");
-			o->cpus[1] = o->cpus[0];
-		}
-	}
-	if (o->role == ROLE_BOTH && o->ncpus == 2 && o->cpus[0] == o->cpus[1])
-		tool_usage_exit("bad cpu list: ping and pong spin, so they need "
-				"two different CPUs");
-	if (!prefix_set)
-		snprintf(o->prefix, sizeof(o->prefix), o->role == ROLE_BOTH ?
-			 "flit-pong.%d" : "flit-pong", (int)getpid());
-	if (!strcmp(o->transport, "rdma")) {
+	tool_opts_finish(t);
+	if (!strcmp(t->transport, "rdma")) {
 		/* the frame: header, message header and timestamp, payload */
-		uint64_t need = (24 + 16 + o->size + 7 + 63) & ~63ull;
+		uint64_t need = (24 + 16 + t->size + 7 + 63) & ~63ull;
 		if (need > 8192)
 			o->rdma_frame = need;
-		if (!o->rdma_port)
-			o->rdma_port = o->role == ROLE_BOTH ? 20000 + 2 * (unsigned)(getpid() % 20000) : 14500;
-		tool_rdma_addr_default(o->rdma_addr, sizeof(o->rdma_addr));
+		if (!t->rdma_port)
+			t->rdma_port = t->role == TOOL_SIDES_BOTH ? 20000 + 2 * (unsigned)(getpid() % 20000) : 14500;
+		tool_rdma_addr_default(t->rdma_addr, sizeof(t->rdma_addr));
 	}
 }
 
@@ -1357,15 +1263,11 @@ int main(int argc, char **argv)
 
 	tool_init("flit-pong", usage);
 	parse(argc, argv, &o);
-	tool_set_verbose(o.verbose);
-	snprintf(r.ping_topic, sizeof(r.ping_topic), "%s.ping", o.prefix);
-	snprintf(r.pong_topic, sizeof(r.pong_topic), "%s.pong", o.prefix);
+	tool_set_verbose(o.com.verbose);
+	snprintf(r.ping_topic, sizeof(r.ping_topic), "%s.ping", o.com.prefix);
+	snprintf(r.pong_topic, sizeof(r.pong_topic), "%s.pong", o.com.prefix);
 	return tool_run_sides(&(struct tool_sides){
-		.role = o.role == ROLE_PING ? TOOL_SIDE_A : o.role == ROLE_PONG ? TOOL_SIDE_B : TOOL_SIDES_BOTH,
-		.transport = o.transport, .config = &o.config,
-		.netns = o.netns, .peer_netns = o.peer_netns,
-		.cpu_a = o.cpus[0], .cpu_b = o.cpus[1],
-		.b_name = "flit-pong (pong)", .usage = usage, .clk = &r.clk,
+		.opts = &o.com, .clk = &r.clk,
 		.run_a = side_ping, .run_b = side_pong, .arg = &r,
 	});
 }

@@ -94,22 +94,13 @@ static const char usage[] =
 #define NET_WINDOW_DGRAMS 4096
 
 struct options {
-	const char *transport;
-	size_t size;
+	struct tool_opts com;           /* -t -s -m -c -T -C -j -v, --netns ... */
 	uint64_t count;         /* 0 with a duration */
 	double duration_s;
 	int receivers;
-	bool batch, zero_copy, overwrite, json;
+	bool batch, zero_copy;
 	uint64_t batch_max;     /* 0: the library's default */
-	int cpus[TOOL_MAX_CPUS], ncpus;
-	double timeout_s;
-	int verbose;
-	struct tool_config config;      /* every context's inline config */
-	const char *netns, *peer_netns;
-	bool net;                       /* a network transport (not shm) */
 	int64_t window;                 /* < 0: the default */
-	char rdma_addr[64];             /* rdma: where the publisher listens */
-	unsigned rdma_port;
 	uint64_t rdma_frame;            /* rdma: frame_max for the size, 0: default */
 };
 
@@ -218,9 +209,9 @@ static noreturn void run_receiver(const struct options *o,
 				  int id, int cpu, int fd, struct progress *pg)
 {
 	struct rx_report rep = { .id = id, .cpu = cpu };
-	struct rx_state s = { .clk = clk, .size = o->size, .rep = &rep, .net = o->net };
+	struct rx_state s = { .clk = clk, .size = o->com.size, .rep = &rep, .net = o->com.net };
 	uint64_t stop_at = o->count ? o->count : UINT64_MAX;
-	uint64_t timeout = tool_ticks(clk, o->timeout_s * 1e9);
+	uint64_t timeout = tool_ticks(clk, o->com.timeout_s * 1e9);
 	uint64_t quiet = tool_ticks(clk, NET_QUIET_S * 1e9);
 	uint64_t t_last = 0, idle_since = 0, spins = 0;
 	uint64_t *mine = &pg->rx[id - 1].next;
@@ -237,11 +228,11 @@ static noreturn void run_receiver(const struct options *o,
 	}
 	char rcfg[160] = "";
 	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s, .config = rcfg);
-	if (!strcmp(o->transport, "rdma"))
-		snprintf(rcfg, sizeof(rcfg), "rdma.static = %s:%u\n%s%llu\n", o->rdma_addr,
-			 o->rdma_port, o->rdma_frame ? "rdma.frame_max = " : "# ",
+	if (!strcmp(o->com.transport, "rdma"))
+		snprintf(rcfg, sizeof(rcfg), "rdma.static = %s:%u\n%s%llu\n", o->com.rdma_addr,
+			 o->com.rdma_port, o->rdma_frame ? "rdma.frame_max = " : "# ",
 			 (unsigned long long)o->rdma_frame);
-	ctx = tool_ctx_new(&o->config, err, sizeof(err));
+	ctx = tool_ctx_new(&o->com.config, err, sizeof(err));
 	if (!ctx) {
 		rep.failed = 1;
 		snprintf(rep.errmsg, sizeof(rep.errmsg), "creating the context: %s", err);
@@ -253,7 +244,7 @@ static noreturn void run_receiver(const struct options *o,
 
 	/* shm: until COUNT messages or EOS.  udp: until the last message
 	 * (delivered or reported lost), EOS, or a quiet period. */
-	while (!s.eos && (o->net ? s.next < stop_at : rep.msgs < stop_at)) {
+	while (!s.eos && (o->com.net ? s.next < stop_at : rep.msgs < stop_at)) {
 		int n = flit_ctx_poll(ctx, 0);
 
 		if (n > 0) {
@@ -264,7 +255,7 @@ static noreturn void run_receiver(const struct options *o,
 		}
 		if (n < 0)
 			rx_exit(fd, &rep, "polling", ctx, sub);
-		if (o->net && s.next >= __atomic_load_n(&pg->total, __ATOMIC_ACQUIRE))
+		if (o->com.net && s.next >= __atomic_load_n(&pg->total, __ATOMIC_ACQUIRE))
 			break;          /* the publisher stopped and we have it all */
 		if ((++spins & CHECK_EVERY) == 0) {
 			uint64_t now = tool_now(clk);
@@ -272,14 +263,14 @@ static noreturn void run_receiver(const struct options *o,
 			if (!idle) {
 				idle = true;
 				idle_since = now;
-			} else if (o->net && s.started && now - idle_since > quiet) {
+			} else if (o->com.net && s.started && now - idle_since > quiet) {
 				rep.quiet = true;
 				break;
 			} else if (now - idle_since > timeout) {
 				rep.failed = 1;
 				snprintf(rep.errmsg, sizeof(rep.errmsg),
 					 "nothing received for %g s (%llu messages so far)",
-					 o->timeout_s, (unsigned long long)rep.msgs);
+					 o->com.timeout_s, (unsigned long long)rep.msgs);
 				break;
 			}
 		}
@@ -355,7 +346,7 @@ static void check_children(struct thru *c, const char *what)
 
 static int rx_cpu(const struct options *o, int i)
 {
-	return o->ncpus > 1 ? o->cpus[1 + i % (o->ncpus - 1)] : o->cpus[0];
+	return o->com.ncpus > 1 ? o->com.cpus[1 + i % (o->com.ncpus - 1)] : o->com.cpus[0];
 }
 
 struct tx_result {
@@ -429,11 +420,11 @@ static void tx_window(flit_pub *pub, const struct options *o, uint64_t seq,
 			if (c->acked != last || !t0) {
 				last = c->acked;
 				t0 = now;
-			} else if (tool_ns(clk, now - t0) > o->timeout_s * 1e9) {
+			} else if (tool_ns(clk, now - t0) > o->com.timeout_s * 1e9) {
 				thru_fail(c, "sending message %llu: the slowest receiver "
 					  "is at %llu and has not moved for %g s",
 					  (unsigned long long)seq,
-					  (unsigned long long)c->acked, o->timeout_s);
+					  (unsigned long long)c->acked, o->com.timeout_s);
 			}
 			check_children(c, "sending");
 		}
@@ -454,15 +445,15 @@ static inline void tx_one(flit_pub *pub, const struct options *o, void *buf,
 		if (o->zero_copy) {
 			void *p;
 
-			rc = flit_pub_claim(pub, o->size, &p);
+			rc = flit_pub_claim(pub, o->com.size, &p);
 			if (rc == FLIT_OK) {
-				memcpy(p, buf, o->size);
+				memcpy(p, buf, o->com.size);
 				memcpy(p, &seq, sizeof(seq));
-				rc = flit_pub_commit(pub, o->size);
+				rc = flit_pub_commit(pub, o->com.size);
 			}
 		} else {
 			memcpy(buf, &seq, sizeof(seq));
-			rc = flit_pub_send(pub, buf, o->size);
+			rc = flit_pub_send(pub, buf, o->com.size);
 		}
 		if (rc == FLIT_OK)
 			return;
@@ -475,10 +466,10 @@ static inline void tx_one(flit_pub *pub, const struct options *o, void *buf,
 
 			if (!t0)
 				t0 = now;
-			else if (tool_ns(clk, now - t0) > o->timeout_s * 1e9)
+			else if (tool_ns(clk, now - t0) > o->com.timeout_s * 1e9)
 				thru_fail(c, "sending message %llu: %s for %g s",
 					  (unsigned long long)seq, flit_strstatus(rc),
-					  o->timeout_s);
+					  o->com.timeout_s);
 			check_children(c, "sending");
 		}
 	}
@@ -491,16 +482,16 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	char config[128] = "", err[768];
 	size_t off = 0;
 	uint64_t t0, t1, deadline = 0, spins = 0;
-	double startup_s = o->net && o->timeout_s < NET_STARTUP_MIN_S ?
-			   NET_STARTUP_MIN_S : o->timeout_s;
+	double startup_s = o->com.net && o->com.timeout_s < NET_STARTUP_MIN_S ?
+			   NET_STARTUP_MIN_S : o->com.timeout_s;
 	flit_ctx *ctx;
 	flit_pub *pub;
 	void *buf;
 	int rc;
 
-	if (!strcmp(o->transport, "shm"))
+	if (!strcmp(o->com.transport, "shm"))
 		off += (size_t)snprintf(config + off, sizeof(config) - off,
-					"shm.mode = %s\n", o->overwrite ? "overwrite" : "paced");
+					"shm.mode = %s\n", o->com.overwrite ? "overwrite" : "paced");
 	off += (size_t)snprintf(config + off, sizeof(config) - off, "batch = %s\n",
 				o->batch ? "true" : "false");
 	if (o->batch_max)
@@ -510,31 +501,31 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		snprintf(config + off, sizeof(config) - off, "rdma.frame_max = %llu\n",
 			 (unsigned long long)o->rdma_frame);
 
-	rc = tool_pin_cpu(o->cpus[0]);
+	rc = tool_pin_cpu(o->com.cpus[0]);
 	if (rc)
-		thru_fail(c, "pinning to CPU %d: %s", o->cpus[0], strerror(-rc));
-	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = config);
+		thru_fail(c, "pinning to CPU %d: %s", o->com.cpus[0], strerror(-rc));
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->com.transport, .config = config);
 	{
 		/* rdma: the publisher's context listens for the receivers */
-		struct tool_config pc = o->config;
-		if (!strcmp(o->transport, "rdma"))
-			tool_config_add(&pc, "context.rdma.port = %u", o->rdma_port);
+		struct tool_config pc = o->com.config;
+		if (!strcmp(o->com.transport, "rdma"))
+			tool_config_add(&pc, "context.rdma.port = %u", o->com.rdma_port);
 		ctx = c->ctx = tool_ctx_new(&pc, err, sizeof(err));
 	}
 	if (!ctx)
 		thru_fail(c, "creating the context: %s", err);
 	pub = c->pub = flit_pub_new(ctx, topic, &popts);
 	if (!pub)
-		thru_fail(c, "publishing '%s' on %s: %s", topic, o->transport,
+		thru_fail(c, "publishing '%s' on %s: %s", topic, o->com.transport,
 			  flit_errmsg());
-	if (o->size > flit_pub_max_msg(pub))
+	if (o->com.size > flit_pub_max_msg(pub))
 		thru_fail(c, "size %zu is larger than the %s source's largest "
-			  "message (%zu bytes)", o->size, o->transport,
+			  "message (%zu bytes)", o->com.size, o->com.transport,
 			  flit_pub_max_msg(pub));
-	buf = aligned_alloc(64, (o->size + 63) & ~(size_t)63);
+	buf = aligned_alloc(64, (o->com.size + 63) & ~(size_t)63);
 	if (!buf)
 		thru_fail(c, "out of memory");
-	tool_payload_fill(buf, o->size, 0);
+	tool_payload_fill(buf, o->com.size, 0);
 
 	/* Start when every receiver is attached (slow path: sleeping is fine). */
 	t0 = tool_now(clk);
@@ -574,9 +565,9 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		if (rc < 0)
 			thru_fail(c, "flushing: %s", flit_errmsg());
 		if ((++spins & CHECK_EVERY) == 0) {
-			if (tool_ns(clk, tool_now(clk) - t1) > o->timeout_s * 1e9)
+			if (tool_ns(clk, tool_now(clk) - t1) > o->com.timeout_s * 1e9)
 				thru_fail(c, "flushing: %s for %g s",
-					  flit_strstatus(rc), o->timeout_s);
+					  flit_strstatus(rc), o->com.timeout_s);
 			check_children(c, "flushing");
 		}
 	}
@@ -584,7 +575,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	tx->secs = tool_ns(clk, t1 - t0) / 1e9;
 	/* Tell the receivers where the stream ends. */
 	__atomic_store_n(&c->pg->total, tx->sent, __ATOMIC_RELEASE);
-	if (o->net) {
+	if (o->com.net) {
 		/* Keep the source (its retransmissions) until every receiver
 		 * has it all, has gone, or none moves for the quiet period. */
 		uint64_t last = rx_min(c, true), since = tool_now(clk);
@@ -612,7 +603,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 			tx->naks_received = ctr.naks_received;
 			tx->rate_limited = ctr.rate_limited;
 		}
-		if (flit_ctx_describe(ctx, o->transport, tx->setup, sizeof(tx->setup)) < 0)
+		if (flit_ctx_describe(ctx, o->com.transport, tx->setup, sizeof(tx->setup)) < 0)
 			tx->setup[0] = '\0';
 	}
 	flit_pub_close(pub);        /* receivers get EOS */
@@ -626,7 +617,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 static void collect(const struct options *o, struct thru *c,
 		    struct rx_report *reps)
 {
-	uint64_t deadline = flit_monotonic_raw_ns() + (uint64_t)(o->timeout_s * 1e9);
+	uint64_t deadline = flit_monotonic_raw_ns() + (uint64_t)(o->com.timeout_s * 1e9);
 	char why[96];
 
 	for (int i = 0; i < c->n; i++) {
@@ -647,7 +638,7 @@ static void collect(const struct options *o, struct thru *c,
 					  tool_wstatus_str(status, why, sizeof(why)));
 			}
 			thru_fail(c, "receiver %d gave no report within %g s",
-				  i + 1, o->timeout_s);
+				  i + 1, o->com.timeout_s);
 		}
 	}
 	for (int i = 0; i < c->n; i++) {
@@ -665,13 +656,13 @@ static void print_row(const struct options *o, const char *clk, const char *mode
 		      const char *side, int id, int cpu, uint64_t msgs, double secs,
 		      double mps, const char *extra_json, const char *extra_text)
 {
-	double mbps = mps * (double)o->size / 1e6;
+	double mbps = mps * (double)o->com.size / 1e6;
 	char label[32], cpustr[16] = "-", idstr[40] = "", extra[2560];
 	struct tool_result r;
 
 	if (cpu >= 0)
 		snprintf(cpustr, sizeof(cpustr), "%d", cpu);
-	if (!o->json) {
+	if (!o->com.json) {
 		if (id)
 			snprintf(label, sizeof(label), "%s %d", side, id);
 		else
@@ -685,8 +676,8 @@ static void print_row(const struct options *o, const char *clk, const char *mode
 	else if (cpu >= 0)
 		snprintf(idstr, sizeof(idstr), ",\"cpu\":%d", cpu);
 	tool_result_init(&r, "flit-thru");
-	r.transport = o->transport;
-	r.size = (int64_t)o->size;
+	r.transport = o->com.transport;
+	r.size = (int64_t)o->com.size;
 	r.count = (int64_t)msgs;
 	r.msgs_per_sec = mps;
 	r.clock = clk;
@@ -706,65 +697,65 @@ static int report(const struct options *o, const struct tool_clock *clk,
 	char cfgs[512];
 	double agg_mps = 0, agg_secs = 0;
 	uint64_t agg_msgs = 0, bad = 0, agg_naks = 0, agg_lost = 0, shortfall = 0;
-	bool paced = !o->overwrite;
-	FILE *hdr = o->json ? stderr : stdout;
+	bool paced = !o->com.overwrite;
+	FILE *hdr = o->com.json ? stderr : stdout;
 	int rc = 0;
 	size_t off;
 
-	tool_cpus_str(o->cpus, o->ncpus, cpustr, sizeof(cpustr));
-	if (!strcmp(o->transport, "udp") || !strcmp(o->transport, "xdp")) {
+	tool_cpus_str(o->com.cpus, o->com.ncpus, cpustr, sizeof(cpustr));
+	if (!strcmp(o->com.transport, "udp") || !strcmp(o->com.transport, "xdp")) {
 		char m[32], b[32];
-		const char *um = tool_config_get(&o->config, "source.udp.mode", m, sizeof(m));
-		const char *ub = tool_config_get(&o->config, "context.udp.backend", b, sizeof(b));
+		const char *um = tool_config_get(&o->com.config, "source.udp.mode", m, sizeof(m));
+		const char *ub = tool_config_get(&o->com.config, "context.udp.backend", b, sizeof(b));
 
-		snprintf(first, sizeof(first), "%s,%s,%s", o->transport, um && *um ? um : "multicast",
-			 !strcmp(o->transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
-	} else if (!strcmp(o->transport, "rdma")) {
+		snprintf(first, sizeof(first), "%s,%s,%s", o->com.transport, um && *um ? um : "multicast",
+			 !strcmp(o->com.transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
+	} else if (!strcmp(o->com.transport, "rdma")) {
 		char m[32];
-		const char *rm = tool_config_get(&o->config, "source.rdma.mode", m, sizeof(m));
+		const char *rm = tool_config_get(&o->com.config, "source.rdma.mode", m, sizeof(m));
 
 		snprintf(first, sizeof(first), "rdma,rc,%s,credits", rm && *rm ? rm : "send");
 	} else {
-		snprintf(first, sizeof(first), "%s", o->net ? "default" :
+		snprintf(first, sizeof(first), "%s", o->com.net ? "default" :
 			 paced ? "paced" : "overwrite");
 	}
 	off = (size_t)snprintf(mode, sizeof(mode), "%s,%s,%sspin,", first,
 			       o->batch ? "batched" : "unbatched",
 			       o->zero_copy ? "zero-copy," : "");
-	if (o->net)
+	if (o->com.net)
 		off += (size_t)snprintf(mode + off, sizeof(mode) - off, "window=%llu,",
 					(unsigned long long)tx->window);
 	snprintf(mode + off, sizeof(mode) - off, "receivers=%d,pinned=%s",
 		 o->receivers, cpustr);
 	tool_header(hdr, "%s throughput, %zu-byte messages, %s; topic '%s'; "
-		    "publisher on CPU %d%s; clock %s", o->transport, o->size, mode,
-		    topic, o->cpus[0], o->receivers > o->ncpus - 1 ?
+		    "publisher on CPU %d%s; clock %s", o->com.transport, o->com.size, mode,
+		    topic, o->com.cpus[0], o->receivers > o->com.ncpus - 1 ?
 		    ", receivers share CPUs" : "",
 		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
-	if (tx->setup[0] && strcmp(tx->setup, o->transport))
+	if (tx->setup[0] && strcmp(tx->setup, o->com.transport))
 		tool_header(hdr, "%s", tx->setup);
-	if (!o->json)
+	if (!o->com.json)
 		printf("%-12s %5s %12s %8s %12s %10s  %s\n", "# side", "cpu", "msgs",
 		       "secs", "msgs/s", "MB/s", "checks");
 
 	for (int i = 0; i < o->receivers; i++) {
 		const struct rx_report *r = &reps[i];
 		double mps = r->secs > 0 ? (double)r->msgs / r->secs : 0;
-		uint64_t got = r->msgs + (o->net ? r->lost : 0);
+		uint64_t got = r->msgs + (o->com.net ? r->lost : 0);
 		uint64_t missing = o->count && got < o->count ? o->count - got : 0;
 
 		agg_mps += mps;
 		agg_msgs += r->msgs;
 		agg_secs = r->secs > agg_secs ? r->secs : agg_secs;
 		/* udp in duration mode: the total the publisher sent */
-		if (o->net && !o->count && r->msgs + r->lost < tx->sent)
+		if (o->com.net && !o->count && r->msgs + r->lost < tx->sent)
 			missing = tx->sent - r->msgs - r->lost;
 		off = (size_t)snprintf(ej, sizeof(ej), "\"gaps\":%llu,\"dupes\":%llu,"
 			 "\"lost\":%llu,\"missing\":%llu,\"bad_len\":%llu,\"eos\":%s",
 			 (unsigned long long)r->gaps, (unsigned long long)r->dupes,
 			 (unsigned long long)r->lost, (unsigned long long)missing,
 			 (unsigned long long)r->bad_len, r->eos ? "true" : "false");
-		if (o->net)
+		if (o->com.net)
 			snprintf(ej + off, sizeof(ej) - off, ",\"naks_sent\":%llu,"
 				 "\"retx_received\":%llu,\"msgs_lost\":%llu,\"quiet\":%s",
 				 (unsigned long long)r->naks_sent,
@@ -774,7 +765,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 			 (unsigned long long)r->gaps, (unsigned long long)r->dupes,
 			 (unsigned long long)r->lost, missing ? ", MISSING" : "",
 			 r->bad_len ? ", BAD LENGTHS" : "");
-		if (o->net)
+		if (o->com.net)
 			snprintf(et + off, sizeof(et) - off, ", NAKs %llu, retx %llu",
 				 (unsigned long long)r->naks_sent,
 				 (unsigned long long)r->retx_received);
@@ -790,10 +781,10 @@ static int report(const struct options *o, const struct tool_clock *clk,
 			tool_warn("receiver %d: the source died", i + 1);
 			rc = 1;
 		}
-		if (!strcmp(o->transport, "rdma")) {
+		if (!strcmp(o->com.transport, "rdma")) {
 			/* credit-paced and reliable: lossless, like paced shm */
 			bad += r->bad_len + r->gaps + r->dupes + r->lost + missing;
-		} else if (o->net) {
+		} else if (o->com.net) {
 			/* reliable, not lossless: a loss is reported, not an error */
 			bad += r->bad_len + r->gaps + r->dupes;
 			shortfall += r->lost + missing;
@@ -802,7 +793,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		}
 	}
 	off = (size_t)snprintf(ej, sizeof(ej), "\"receivers\":%d", o->receivers);
-	if (o->net)
+	if (o->com.net)
 		snprintf(ej + off, sizeof(ej) - off, ",\"naks_sent\":%llu,"
 			 "\"retransmissions\":%llu,\"msgs_lost\":%llu",
 			 (unsigned long long)agg_naks,
@@ -814,7 +805,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		  agg_mps, ej, et);
 	off = (size_t)snprintf(ej, sizeof(ej), "\"back_pressured\":%llu",
 			       (unsigned long long)tx->back_pressured);
-	if (o->net)
+	if (o->com.net)
 		off += (size_t)snprintf(ej + off, sizeof(ej) - off,
 			 ",\"window\":%llu,\"window_waits\":%llu,\"retransmissions\":%llu,"
 			 "\"naks_received\":%llu,\"rate_limited\":%llu",
@@ -823,31 +814,31 @@ static int report(const struct options *o, const struct tool_clock *clk,
 			 (unsigned long long)tx->retransmissions,
 			 (unsigned long long)tx->naks_received,
 			 (unsigned long long)tx->rate_limited);
-	if (o->netns)
-		off += tool_json_member(ej + off, sizeof(ej) - off, "netns", o->netns);
-	if (o->peer_netns)
-		off += tool_json_member(ej + off, sizeof(ej) - off, "peer_netns", o->peer_netns);
-	if (tool_config_user(&o->config, cfgs, sizeof(cfgs)))
+	if (o->com.netns)
+		off += tool_json_member(ej + off, sizeof(ej) - off, "netns", o->com.netns);
+	if (o->com.peer_netns)
+		off += tool_json_member(ej + off, sizeof(ej) - off, "peer_netns", o->com.peer_netns);
+	if (tool_config_user(&o->com.config, cfgs, sizeof(cfgs)))
 		off += tool_json_member(ej + off, sizeof(ej) - off, "config", cfgs);
 	if (tx->setup[0])
 		tool_json_member(ej + off, sizeof(ej) - off, "setup", tx->setup);
 	off = (size_t)snprintf(et, sizeof(et), "back-pressured %llu times",
 			       (unsigned long long)tx->back_pressured);
-	if (o->net)
+	if (o->com.net)
 		snprintf(et + off, sizeof(et) - off, ", window waits %llu, "
 			 "retransmitted %llu", (unsigned long long)tx->window_waits,
 			 (unsigned long long)tx->retransmissions);
-	print_row(o, clk->name, mode, "sender", 0, o->cpus[0], tx->sent, tx->secs,
+	print_row(o, clk->name, mode, "sender", 0, o->com.cpus[0], tx->sent, tx->secs,
 		  tx->secs > 0 ? (double)tx->sent / tx->secs : 0, ej, et);
 	if (bad) {
 		tool_warn("%llu sequence or length errors %s, where there must be "
-			  "none", (unsigned long long)bad, o->net ? "(delivery is in "
+			  "none", (unsigned long long)bad, o->com.net ? "(delivery is in "
 			  "order, duplicates are dropped)" : "in paced mode");
 		rc = 1;
 	}
 	if (shortfall)
 		tool_warn("%llu messages lost or missing (reported, not an error "
-			  "on %s)", (unsigned long long)shortfall, o->transport);
+			  "on %s)", (unsigned long long)shortfall, o->com.transport);
 	return rc;
 }
 
@@ -855,9 +846,10 @@ static int report(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_BATCH_MAX = 256, OPT_NETNS, OPT_PEER_NETNS, OPT_RDMA_ADDR, OPT_RDMA_PORT };
+	enum { OPT_BATCH_MAX = TOOL_OPT_OWN };
+	static const struct tool_shape shape = { .rdma_ports = 1 };
 	static const struct option longopts[] = {
-		{ "transport", required_argument, NULL, 't' },
+		TOOL_LONGOPTS,
 		{ "size",      required_argument, NULL, 's' },
 		{ "count",     required_argument, NULL, 'n' },
 		{ "duration",  required_argument, NULL, 'd' },
@@ -866,32 +858,20 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "batch-max", required_argument, NULL, OPT_BATCH_MAX },
 		{ "zero-copy", no_argument,       NULL, 'z' },
 		{ "mode",      required_argument, NULL, 'm' },
-		{ "cpus",      required_argument, NULL, 'c' },
-		{ "timeout",   required_argument, NULL, 'T' },
 		{ "window",    required_argument, NULL, 'W' },
-		{ "config",    required_argument, NULL, 'C' },
-		{ "netns",     required_argument, NULL, OPT_NETNS },
-		{ "peer-netns", required_argument, NULL, OPT_PEER_NETNS },
-		{ "rdma-addr", required_argument, NULL, OPT_RDMA_ADDR },
-		{ "rdma-port", required_argument, NULL, OPT_RDMA_PORT },
-		{ "json",      no_argument,       NULL, 'j' },
-		{ "verbose",   no_argument,       NULL, 'v' },
-		{ "help",      no_argument,       NULL, 'h' },
+		{ "rdma-addr", required_argument, NULL, TOOL_OPT_RDMA_ADDR },
+		{ "rdma-port", required_argument, NULL, TOOL_OPT_RDMA_PORT },
 		{ 0 }
 	};
-	bool count_set = false, cpus_set = false;
-	const char *cfg[TOOL_CONFIG_LINES];
-	int opt, ncfg = 0;
+	struct tool_opts *t = &o->com;
+	bool count_set = false;
+	int opt;
 
-	*o = (struct options){
-		.transport = "shm", .size = 16, .count = 10000000, .receivers = 1,
-		.timeout_s = 10, .window = -1,
-	};
+	*o = (struct options){ .count = 10000000, .receivers = 1, .window = -1 };
+	tool_opts_init(t, &shape);
 	while ((opt = getopt_long(argc, argv, ":t:s:n:d:R:bzm:c:T:W:C:jvh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
-		case 't': o->transport = tool_parse_transport(optarg); break;
-		case 's': o->size = tool_parse_size("size", optarg, 8, 16 << 20); break;
 		case 'n':
 			o->count = tool_parse_count("count", optarg, 1, 1ull << 40);
 			count_set = true;
@@ -901,78 +881,40 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'b': o->batch = true; break;
 		case OPT_BATCH_MAX: o->batch_max = tool_parse_size("batch-max", optarg, 256, 1 << 20); break;
 		case 'z': o->zero_copy = true; break;
-		case 'm':
-			if (!strcmp(optarg, "paced"))
-				o->overwrite = false;
-			else if (!strcmp(optarg, "overwrite"))
-				o->overwrite = true;
-			else
-				tool_usage_exit("bad mode '%s': paced or overwrite", optarg);
-			break;
-		case 'c':
-			o->ncpus = tool_parse_cpus(optarg, o->cpus, TOOL_MAX_CPUS);
-			cpus_set = true;
-			break;
-		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.01, 3600); break;
 		case 'W': o->window = (int64_t)tool_parse_count("window", optarg, 0, 1ull << 30); break;
-		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
-		case OPT_NETNS: o->netns = tool_parse_netns("--netns", optarg); break;
-		case OPT_PEER_NETNS:
-			o->peer_netns = tool_parse_netns("--peer-netns", optarg);
-			break;
-		case OPT_RDMA_ADDR:
-			tool_parse_rdma_addr(optarg, o->rdma_addr, sizeof(o->rdma_addr));
-			break;
-		case OPT_RDMA_PORT:
-			o->rdma_port = (unsigned)tool_parse_count("rdma-port", optarg, 1, 65535);
-			break;
-		case 'j': o->json = true; break;
-		case 'v': o->verbose++; break;
-		case 'h': tool_help_exit();
-		default: tool_getopt_error(opt, argv);
+		default: tool_opts_parse(t, opt, optarg, argv);
 		}
 	}
-	if (optind < argc)
-		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	tool_opts_end(t, argc, argv);
 	if (count_set && o->duration_s > 0)
 		tool_usage_exit("--count and --duration exclude each other");
 	if (o->duration_s > 0)
 		o->count = 0;
 	if (o->batch_max && !o->batch)
 		tool_usage_exit("--batch-max needs --batch");
-	o->net = strcmp(o->transport, "shm") != 0;
-	if (o->window >= 0 && !o->net)
+	if (o->window >= 0 && !t->net)
 		tool_usage_exit("--window is for network transports (shm is "
 				"receiver-paced)");
-	if (!strcmp(o->transport, "rdma")) {
-		uint64_t need = (24 + 16 + o->size + 7 + 63) & ~63ull;
+	if (!strcmp(t->transport, "rdma")) {
+		uint64_t need = (24 + 16 + t->size + 7 + 63) & ~63ull;
 		if (o->window >= 0)
 			tool_usage_exit("--window is for udp and xdp (rdma is paced by "
 					"its receivers' credits)");
 		o->window = 0;
 		if (need > 8192 || (o->batch && o->batch_max > 8192))
 			o->rdma_frame = need > o->batch_max ? need : o->batch_max;
-		if (!o->rdma_port)
-			o->rdma_port = 20000 + (unsigned)(getpid() % 40000);
-		tool_rdma_addr_default(o->rdma_addr, sizeof(o->rdma_addr));
+		if (!t->rdma_port)
+			t->rdma_port = 20000 + (unsigned)(getpid() % 40000);
+		tool_rdma_addr_default(t->rdma_addr, sizeof(t->rdma_addr));
 	}
-	/* Every context: only the transport measured, then the user's lines. */
-	tool_config_init(&o->config);
-	tool_config_add(&o->config, "context.transports = %s", o->transport);
-	for (int i = 0; i < ncfg; i++)
-		tool_config_add_user(&o->config, cfg[i], NULL);
-	if (!cpus_set) {
-		o->ncpus = tool_default_cpus(o->cpus, TOOL_MAX_CPUS);
-		if (o->ncpus == 0)
-			tool_fail("no CPU to run on (sched_getaffinity)");
-	}
+	tool_opts_finish(t);
 }
 
 /* A size value of the config ("4M"), or def. */
 static uint64_t config_size(const struct options *o, const char *key, uint64_t def)
 {
 	char buf[32], *end;
-	const char *v = tool_config_get(&o->config, key, buf, sizeof(buf));
+	const char *v = tool_config_get(&o->com.config, key, buf, sizeof(buf));
 	uint64_t n;
 
 	if (!v || !*v)
@@ -993,7 +935,7 @@ static uint64_t default_window(const struct options *o)
 {
 	uint64_t rcvbuf = config_size(o, "context.udp.rcvbuf", 4 << 20);
 	uint64_t dgram_max = config_size(o, "source.udp.max_datagram", 1472);
-	uint64_t rec = (o->size + 7) / 8 * 8 + 8, per = 1, dgram, n;
+	uint64_t rec = (o->com.size + 7) / 8 * 8 + 8, per = 1, dgram, n;
 
 	if (o->batch && dgram_max > 32 + rec)
 		per = (dgram_max - 32) / rec;
@@ -1008,26 +950,20 @@ static uint64_t default_window(const struct options *o)
 
 int main(int argc, char **argv)
 {
-	char topic[FLIT_TOPIC_MAX + 1], err[512];
+	char topic[FLIT_TOPIC_MAX + 1];
 	struct rx_report reps[MAX_RECEIVERS];
 	struct thru c = { .n = 0 };
 	struct tx_result tx = { 0 };
 	struct tool_clock clk;
 	struct options o;
 	pid_t parent = getpid();
-	int peer_fd = -1;
+	int peer_fd;
 
 	tool_init("flit-thru", usage);
 	parse(argc, argv, &o);
-	tool_set_verbose(o.verbose);
+	tool_set_verbose(o.com.verbose);
 	/* This side's namespace first: no context or socket exists yet. */
-	if (o.netns)
-		tool_netns_enter_name(o.netns);
-	if (o.peer_netns && (peer_fd = tool_netns_open(o.peer_netns, err, sizeof(err))) < 0)
-		tool_fail("%s", err);
-	tool_net_check(o.transport, &o.config, o.netns);
-	tool_config_check(&o.config);      /* a bad -C line fails here, once */
-	tool_clock_init(&clk);
+	peer_fd = tool_opts_start(&o.com, &clk);
 	snprintf(topic, sizeof(topic), "flit-thru.%d", (int)parent);
 	memset(reps, 0, sizeof(reps));
 	c.pg = mmap(NULL, sizeof(*c.pg), PROT_READ | PROT_WRITE,
@@ -1035,7 +971,7 @@ int main(int argc, char **argv)
 	if (c.pg == MAP_FAILED)
 		tool_fail("mmap: %s", strerror(errno));
 	c.pg->total = UINT64_MAX;
-	tx.window = !o.net ? 0 : o.window >= 0 ? (uint64_t)o.window : default_window(&o);
+	tx.window = !o.com.net ? 0 : o.window >= 0 ? (uint64_t)o.window : default_window(&o);
 
 	fflush(NULL);
 	for (int i = 0; i < o.receivers; i++) {
@@ -1056,12 +992,7 @@ int main(int argc, char **argv)
 			tool_child_init(parent);
 			snprintf(name, sizeof(name), "flit-thru (receiver %d)", i + 1);
 			tool_init(name, usage);
-			if (peer_fd >= 0) {
-				if (tool_netns_enter(peer_fd, o.peer_netns, err, sizeof(err)))
-					tool_fail("%s", err);
-				close(peer_fd);
-				tool_net_check(o.transport, &o.config, o.peer_netns);
-			}
+			tool_opts_enter_peer(&o.com, peer_fd);
 			run_receiver(&o, &clk, topic, i + 1, rx_cpu(&o, i), fds[1], c.pg);
 		}
 		close(fds[1]);

@@ -717,6 +717,151 @@ void tool_net_check(const char *transport, const struct tool_config *c,
 		tool_fail("%s", err);
 }
 
+/* ---- the options the measuring tools share ------------------------------------ */
+
+void tool_opts_init(struct tool_opts *t, const struct tool_shape *shape)
+{
+	*t = (struct tool_opts){
+		.shape = shape, .transport = "shm", .size = 16, .timeout_s = 10,
+		.cpus = { 0, 1 }, .ncpus = 2, .role = TOOL_SIDES_BOTH,
+	};
+}
+
+static bool two_sided(const struct tool_opts *t)
+{
+	return t->shape->role[0] != NULL;
+}
+
+void tool_opts_parse(struct tool_opts *t, int opt, const char *arg,
+		     char *const argv[])
+{
+	switch (opt) {
+	case 't': t->transport = tool_parse_transport(arg); break;
+	case 's': t->size = tool_parse_size("size", arg, 8, 16 << 20); break;
+	case 'm':
+		if (!strcmp(arg, "paced"))
+			t->overwrite = false;
+		else if (!strcmp(arg, "overwrite"))
+			t->overwrite = true;
+		else
+			tool_usage_exit("bad mode '%s': paced or overwrite", arg);
+		break;
+	case 'c':
+		t->cpus_set = true;
+		if (!two_sided(t)) {
+			t->ncpus = tool_parse_cpus(arg, t->cpus, TOOL_MAX_CPUS);
+			break;
+		}
+		t->ncpus = tool_parse_cpus(arg, t->cpus, 2);
+		if (t->ncpus == 1)
+			t->cpus[1] = t->cpus[0];
+		break;
+	case 'T': t->timeout_s = tool_parse_seconds("timeout", arg, 0.01, 3600); break;
+	case 'C': tool_config_defer(t->cfg, &t->ncfg, arg); break;
+	case 'p':
+		if (!*arg || strlen(arg) >= sizeof(t->prefix))
+			tool_usage_exit("bad topic prefix '%s': 1..%zu bytes",
+					arg, sizeof(t->prefix) - 1);
+		snprintf(t->prefix, sizeof(t->prefix), "%s", arg);
+		t->prefix_set = true;
+		break;
+	case 'j': t->json = true; break;
+	case 'H': t->hist = true; break;
+	case 'v': t->verbose++; break;
+	case 'h': tool_help_exit();
+	case TOOL_OPT_NETNS: t->netns = tool_parse_netns("--netns", arg); break;
+	case TOOL_OPT_PEER_NETNS:
+		t->peer_netns = tool_parse_netns("--peer-netns", arg);
+		break;
+	case TOOL_OPT_RDMA_ADDR:
+		tool_parse_rdma_addr(arg, t->rdma_addr, sizeof(t->rdma_addr));
+		break;
+	case TOOL_OPT_RDMA_PORT: {
+		unsigned n = t->shape->rdma_ports ? t->shape->rdma_ports : 1;
+		t->rdma_port = (unsigned)tool_parse_count("rdma-port", arg, 1, 65536 - n);
+		break;
+	}
+	default: tool_getopt_error(opt, argv);
+	}
+}
+
+void tool_opts_role(struct tool_opts *t, const char *arg)
+{
+	const char *const *r = t->shape->role;
+
+	if (!strcmp(arg, r[0]))
+		t->role = TOOL_SIDE_A;
+	else if (!strcmp(arg, r[1]))
+		t->role = TOOL_SIDE_B;
+	else
+		tool_usage_exit("bad role '%s': %s or %s", arg, r[0], r[1]);
+}
+
+void tool_opts_end(struct tool_opts *t, int argc, char *const argv[])
+{
+	if (optind < argc)
+		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (t->peer_netns && t->role != TOOL_SIDES_BOTH)
+		tool_usage_exit("--peer-netns is for the forked %s: not with --role "
+				"(use --netns on each side)", t->shape->side[1]);
+	t->net = strcmp(t->transport, "shm") != 0;
+	tool_config_init(&t->config);
+	tool_config_add(&t->config, "context.transports = %s", t->transport);
+}
+
+void tool_opts_finish(struct tool_opts *t)
+{
+	const char *const *side = t->shape->side;
+
+	for (int i = 0; i < t->ncfg; i++)
+		tool_config_add_user(&t->config, t->cfg[i], NULL);
+	if (!t->cpus_set) {
+		t->ncpus = tool_default_cpus(t->cpus, two_sided(t) ? 2 : TOOL_MAX_CPUS);
+		if (t->ncpus == 0)
+			tool_fail("no CPU to run on (sched_getaffinity)");
+		if (two_sided(t) && t->ncpus == 1) {
+			if (t->role == TOOL_SIDES_BOTH)
+				tool_fail("needs two CPUs; this process may use only one");
+			t->cpus[1] = t->cpus[0];
+		}
+	}
+	/* Both sides spin: on one CPU each would wait for the other's turn. */
+	if (two_sided(t) && t->role == TOOL_SIDES_BOTH && t->ncpus == 2 &&
+	    t->cpus[0] == t->cpus[1])
+		tool_usage_exit("bad cpu list: %s and %s spin, so they need two "
+				"different CPUs", side[0], side[1]);
+	if (!t->prefix_set)
+		snprintf(t->prefix, sizeof(t->prefix), t->role == TOOL_SIDES_BOTH ?
+			 "%s.%d" : "%s", tool_name(), (int)getpid());
+}
+
+int tool_opts_start(const struct tool_opts *t, struct tool_clock *clk)
+{
+	char err[512];
+	int peer_fd = -1;
+
+	if (t->netns)
+		tool_netns_enter_name(t->netns);
+	if (t->peer_netns && (peer_fd = tool_netns_open(t->peer_netns, err, sizeof(err))) < 0)
+		tool_fail("%s", err);
+	tool_net_check(t->transport, &t->config, t->netns);
+	tool_config_check(&t->config);      /* a bad -C line fails here, once */
+	tool_clock_init(clk);
+	return peer_fd;
+}
+
+void tool_opts_enter_peer(const struct tool_opts *t, int peer_fd)
+{
+	char err[512];
+
+	if (peer_fd < 0)
+		return;
+	if (tool_netns_enter(peer_fd, t->peer_netns, err, sizeof(err)))
+		tool_fail("%s", err);
+	close(peer_fd);
+	tool_net_check(t->transport, &t->config, t->peer_netns);
+}
+
 /* ---- the measurement clock -------------------------------------------------- */
 
 void tool_pin_or_fail(int cpu)
@@ -753,29 +898,22 @@ noreturn void tool_sides_fail(pid_t *child, const char *peer, flit_sub *sub,
 
 int tool_run_sides(const struct tool_sides *s)
 {
-	char err[512];
-	int peer_fd = -1;
+	const struct tool_opts *t = s->opts;
+	static char b_name[64];
+	int peer_fd = tool_opts_start(t, s->clk);
 	pid_t parent, child;
 
-	if (s->netns)
-		tool_netns_enter_name(s->netns);
-	if (s->peer_netns && (peer_fd = tool_netns_open(s->peer_netns, err, sizeof(err))) < 0)
-		tool_fail("%s", err);
-	tool_net_check(s->transport, s->config, s->netns);
-	tool_config_check(s->config);      /* a bad -C line fails here, once */
-	tool_clock_init(s->clk);
-
-	switch (s->role) {
+	switch (t->role) {
 	case TOOL_SIDE_A:
-		tool_pin_or_fail(s->cpu_a);
+		tool_pin_or_fail(t->cpus[0]);
 		return s->run_a(s->arg, 0);
 	case TOOL_SIDE_B:
-		tool_pin_or_fail(s->cpu_b);
+		tool_pin_or_fail(t->cpus[1]);
 		return s->run_b(s->arg);
 	case TOOL_SIDES_BOTH:
 		break;
 	}
-	tool_pin_or_fail(s->cpu_a);
+	tool_pin_or_fail(t->cpus[0]);
 	fflush(NULL);
 	parent = getpid();
 	child = fork();
@@ -783,14 +921,10 @@ int tool_run_sides(const struct tool_sides *s)
 		tool_fail("fork: %s", strerror(errno));
 	if (child == 0) {
 		tool_child_init(parent);
-		tool_init(s->b_name, s->usage);
-		if (peer_fd >= 0) {
-			if (tool_netns_enter(peer_fd, s->peer_netns, err, sizeof(err)))
-				tool_fail("%s", err);
-			close(peer_fd);
-			tool_net_check(s->transport, s->config, s->peer_netns);
-		}
-		tool_pin_or_fail(s->cpu_b);
+		snprintf(b_name, sizeof(b_name), "%s (%s)", tool_name(), t->shape->role[1]);
+		tool_init(b_name, usage_text);
+		tool_opts_enter_peer(t, peer_fd);
+		tool_pin_or_fail(t->cpus[1]);
 		exit(s->run_b(s->arg));
 	}
 	if (peer_fd >= 0)

@@ -182,30 +182,121 @@ void tool_rdma_addr_default(char *buf, size_t len);
  * it is not one). */
 void tool_parse_rdma_addr(const char *arg, char *buf, size_t len);
 
+/* ---- the options the measuring tools share (flit-pong, flit-load, flit-thru) */
+
+enum tool_side { TOOL_SIDES_BOTH, TOOL_SIDE_A, TOOL_SIDE_B };
+
+/* Codes of the shared options that have no letter; a tool's own such
+ * options are numbered from TOOL_OPT_OWN. */
+enum {
+	TOOL_OPT_NETNS = 256,
+	TOOL_OPT_PEER_NETNS,
+	TOOL_OPT_RDMA_ADDR,
+	TOOL_OPT_RDMA_PORT,
+	TOOL_OPT_OWN,
+};
+
+/* The longopts entries of the options every one of these tools has; a tool
+ * lists the other shared ones it offers ("size" 's', "mode" 'm', "hist" 'H',
+ * "peer-topic-prefix" 'p', "rdma-addr" TOOL_OPT_RDMA_ADDR, "rdma-port"
+ * TOOL_OPT_RDMA_PORT) beside its own. */
+#define TOOL_LONGOPTS                                                      \
+	{ "transport",  required_argument, NULL, 't' },                    \
+	{ "cpus",       required_argument, NULL, 'c' },                    \
+	{ "timeout",    required_argument, NULL, 'T' },                    \
+	{ "config",     required_argument, NULL, 'C' },                    \
+	{ "netns",      required_argument, NULL, TOOL_OPT_NETNS },         \
+	{ "peer-netns", required_argument, NULL, TOOL_OPT_PEER_NETNS },    \
+	{ "json",       no_argument,       NULL, 'j' },                    \
+	{ "verbose",    no_argument,       NULL, 'v' },                    \
+	{ "help",       no_argument,       NULL, 'h' }
+
+/* What a tool is, for the shared options' defaults, checks and messages. */
+struct tool_shape {
+	/* Two sides A (measures) and B (answers, forked unless --role): the
+	 * --role values ("ping", "pong") and the sides' names in messages
+	 * ("publisher", "subscriber").  NULL: one process and its forked
+	 * receivers (flit-thru): no --role, any number of CPUs. */
+	const char *role[2], *side[2];
+	/* --rdma-port P: the tool listens on P .. P + rdma_ports - 1 */
+	unsigned rdma_ports;
+};
+
+/* The shared options' values.  Set by tool_opts_init(), the getopt loop
+ * (tool_opts_parse, tool_opts_role), tool_opts_end() and
+ * tool_opts_finish(); read by the tool after that. */
+struct tool_opts {
+	const struct tool_shape *shape;
+	const char *transport;          /* -t: shm (default), udp, xdp, rdma */
+	bool net;                       /* a network transport (not shm) */
+	size_t size;                    /* -s: message size (default 16) */
+	bool overwrite;                 /* -m overwrite: the shm ring mode */
+	double timeout_s;               /* -T (default 10) */
+	/* -c, else the CPUs this process may use; two sides: [0] side A,
+	 * [1] side B (the same CPU when only one is given or allowed) */
+	int cpus[TOOL_MAX_CPUS], ncpus;
+	enum tool_side role;            /* --role: one side alone */
+	/* -p, else the tool's name, and ".<pid>" after it without --role */
+	char prefix[FLIT_TOPIC_MAX - 8];
+	bool json, hist;                /* -j, -H */
+	int verbose;                    /* -v, repeatable */
+	const char *netns, *peer_netns;
+	char rdma_addr[64];             /* --rdma-addr, "" if not given */
+	unsigned rdma_port;             /* --rdma-port, 0 if not given */
+	/* every context's inline config: context.transports = T, the tool's
+	 * own lines, the -C lines */
+	struct tool_config config;
+	/* the parse's own */
+	bool cpus_set, prefix_set;
+	const char *cfg[TOOL_CONFIG_LINES];
+	int ncfg;
+};
+
+/* The defaults, for a tool of this shape (static: it is kept). */
+void tool_opts_init(struct tool_opts *t, const struct tool_shape *shape);
+/* In the getopt loop, after the tool's own cases (a letter the tool gives a
+ * meaning of its own, such as flit-load's -s LIST, is its case): -t -s -m -c
+ * -T -C -p -j -H -v -h --netns --peer-netns --rdma-addr --rdma-port; which
+ * of them a tool offers is its optstring and longopts.  Anything else is a
+ * misuse (tool_getopt_error, exit 2). */
+void tool_opts_parse(struct tool_opts *t, int opt, const char *arg,
+		     char *const argv[]);
+/* --role (its letter is the tool's): one of shape->role. */
+void tool_opts_role(struct tool_opts *t, const char *arg);
+/* After the getopt loop: nothing but options (exit 2), --peer-netns only
+ * without --role, t->net, and the config's first line (context.transports
+ * = T: an shm run opens no socket, a udp run does not see shm).  The tool's
+ * own config lines follow, then tool_opts_finish(). */
+void tool_opts_end(struct tool_opts *t, int argc, char *const argv[]);
+/* The -C lines after the tool's (so one overrides a tool line), the CPUs
+ * (default: the first ones this process may use; two sides without --role:
+ * two different ones), the default topic prefix. */
+void tool_opts_finish(struct tool_opts *t);
+
+struct tool_clock;
+
+/* Before any context or socket: enter --netns, open --peer-netns, check the
+ * network and the -C lines (tool_net_check, tool_config_check), calibrate
+ * *clk.  Returns the peer namespace's fd, or -1 without --peer-netns. */
+int tool_opts_start(const struct tool_opts *t, struct tool_clock *clk);
+/* In a forked process of the other side: enter the peer namespace (peer_fd
+ * from tool_opts_start; -1: stay) and check the network there. */
+void tool_opts_enter_peer(const struct tool_opts *t, int peer_fd);
+
 /* ---- two-sided tools (flit-pong, flit-load) ------------------------------- */
 
 /* Pin the calling thread to `cpu`, or fail (exit 1) saying why. */
 void tool_pin_or_fail(int cpu);
 
-struct tool_clock;
-
-enum tool_side { TOOL_SIDES_BOTH, TOOL_SIDE_A, TOOL_SIDE_B };
-
 /* The common main() of a tool with two sides A (measures: ping, publisher)
- * and B (answers: pong, subscriber).  In order: enter `netns` (no context
- * or socket exists yet), open `peer_netns`, check the network and the -C
- * lines (tool_net_check, tool_config_check), calibrate *clk; then run side A
- * or side B alone (`role`), or both: A's CPU pinned before forking (so a
- * refusal leaves no child), B forked as `b_name` into the peer namespace,
- * pinned to cpu_b, exiting with run_b's status, die-with-parent.  Returns
- * what run_a (given B's pid, or 0) or run_b returned. */
+ * and B (answers: pong, subscriber), after tool_opts_finish().  In order:
+ * tool_opts_start(); then run side A or side B alone (--role), or both: A's
+ * CPU pinned before forking (so a refusal leaves no child), B forked as
+ * "<tool> (<role B>)" into the peer namespace, pinned to its CPU, exiting
+ * with run_b's status, die-with-parent.  Returns what run_a (given B's pid,
+ * or 0) or run_b returned. */
 struct tool_sides {
-	enum tool_side role;
-	const char *transport;
-	const struct tool_config *config;
-	const char *netns, *peer_netns;
-	int cpu_a, cpu_b;
-	const char *b_name, *usage;
+	const struct tool_opts *opts;
 	struct tool_clock *clk;
 	int (*run_a)(void *arg, pid_t peer);
 	int (*run_b)(void *arg);
