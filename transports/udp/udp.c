@@ -606,7 +606,8 @@ static void held_add(struct rsess *s, const uint8_t *p, const struct flit_frame_
 	s->held_bytes += h->len;
 }
 
-static void sess_start_at(struct rsess *s, uint64_t start, const char *how);
+static void sess_start_at(struct rsess *s, uint64_t start, const char *how,
+			  const struct flit_ctl_late *late, uint64_t next);
 
 static void sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next)
 {
@@ -635,18 +636,19 @@ static void sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64
 			flit_rx_session_late_join(s->core, start, next);
 			flit_info("udp: session %08x: late join from %llu, live from %llu", s->id,
 				  (unsigned long long)start, (unsigned long long)next);
-			sess_start_at(s, start, "late join");
+			sess_start_at(s, start, "late join", late, next);
 			return;
 		} else if (start > next) {
 			start = next;
 		}
 	}
 	flit_rx_session_start(s->core, start);
-	sess_start_at(s, start, how);
+	sess_start_at(s, start, how, late, next);
 }
 
 /* Start the reliability layer at `start` and hand it what came meanwhile. */
-static void sess_start_at(struct rsess *s, uint64_t start, const char *how)
+static void sess_start_at(struct rsess *s, uint64_t start, const char *how,
+			  const struct flit_ctl_late *late, uint64_t next)
 {
 	uint64_t now = mono();
 
@@ -657,6 +659,11 @@ static void sess_start_at(struct rsess *s, uint64_t start, const char *how)
 		flit_rel_rx_data(s->rel, s->held[i].f, s->held[i].len, s->held[i].seq,
 				 s->held[i].count, now);
 	held_free(s);
+	/* LATE said where the source is: what is missing up to there is a gap
+	 * now (NAKed after the backoff), not at the next heartbeat of an idle
+	 * source (up to source.udp.hb_max_ms away) */
+	if (late && s->core && start < next)
+		flit_rel_rx_hb(s->rel, next, late->trail, now);
 }
 
 static void held_free(struct rsess *s);
