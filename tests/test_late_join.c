@@ -111,82 +111,94 @@ static void poll_bos(flit_ctx *ctx, struct rx *r)
 	assert_int_equal(r->bos, 1);
 }
 
+/* A publishing and a subscribing context, and what the subscriber got. */
+struct pair {
+	flit_ctx *pc, *sc;
+	flit_pub *p;
+	flit_sub *s;
+	struct rx r;
+};
+
+static void pair_pub(struct pair *x, const char *topic, const char *cfg)
+{
+	if (!x->pc)
+		x->pc = tl_ctx(NULL);
+	x->p = pub_new(x->pc, topic, cfg);
+	assert_non_null(x->p);
+}
+
+static void pair_sub(struct pair *x, const char *topic, const char *cfg)
+{
+	if (!x->sc)
+		x->sc = tl_ctx(NULL);
+	x->s = sub_new(x->sc, topic, cfg, &x->r);
+	assert_non_null(x->s);
+}
+
+static void pair_close(struct pair *x)
+{
+	flit_sub_close(x->s);
+	flit_pub_close(x->p);
+	flit_ctx_close(x->sc);
+	flit_ctx_close(x->pc);
+}
+
+/* n messages from `first`, `late` of them marked; none lost, none bad */
+static void expect_rx(const struct rx *r, uint64_t n, uint64_t first, uint64_t late)
+{
+	assert_int_equal(r->n, n);
+	assert_int_equal(r->first, first);
+	assert_int_equal(r->late, late);
+	assert_int_equal(r->loss, 0);
+	assert_int_equal(r->bad, 0);
+}
+
 static void subscriber_older_than_its_source_gets_the_first_message(void **state)
 {
-	flit_ctx *sc = tl_ctx(NULL), *pc = tl_ctx(NULL);
-	struct rx r = { 0 };
-	flit_sub *s = sub_new(sc, "lj.first", NULL, &r);
-	flit_pub *p = pub_new(pc, "lj.first", NULL);
+	struct pair x = { 0 };
 
 	(void)state;
-	assert_non_null(s);
-	assert_non_null(p);
+	pair_sub(&x, "lj.first", NULL);
+	pair_pub(&x, "lj.first", NULL);
 	/* sent before the subscriber has even seen the ring */
-	send_range(p, 0, 5);
-	poll_for(sc, &r, 5);
-	assert_int_equal(r.n, 5);
-	assert_int_equal(r.first, 0);
-	assert_int_equal(r.late, 0);
-	assert_int_equal(r.loss, 0);
-	assert_int_equal(r.bad, 0);
-	flit_pub_close(p);
-	flit_sub_close(s);
-	flit_ctx_close(pc);
-	flit_ctx_close(sc);
+	send_range(x.p, 0, 5);
+	poll_for(x.sc, &x.r, 5);
+	expect_rx(&x.r, 5, 0, 0);
+	pair_close(&x);
 }
 
 /* The issue's target: 1,000,000 sent, late_join = 10000: exactly the last
  * 10,000, then the live stream, no gap, no duplicate, in order. */
 static void late_joiner_gets_exactly_the_last_n_then_live(void **state)
 {
-	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
-	flit_pub *p = pub_new(pc, "lj.last", "source.late_join = 10000\n");
-	struct rx r = { 0 };
+	struct pair x = { 0 };
 
 	(void)state;
-	assert_non_null(p);
-	send_range(p, 0, 1000000);
-	flit_sub *s = sub_new(sc, "lj.last", "receiver.late_join = on\n", &r);
-	assert_non_null(s);
-	poll_for(sc, &r, 10000);
-	send_range(p, 1000000, 1000100);
-	poll_for(sc, &r, 10100);
-	assert_int_equal(r.n, 10100);
-	assert_int_equal(r.first, 990000);
-	assert_int_equal(r.late, 10000);
-	assert_int_equal(r.first_live, 1000000);
-	assert_int_equal(r.last, 1000099);
-	assert_int_equal(r.loss, 0);
-	assert_int_equal(r.bad, 0);
-	flit_sub_close(s);
-	flit_pub_close(p);
-	flit_ctx_close(sc);
-	flit_ctx_close(pc);
+	pair_pub(&x, "lj.last", "source.late_join = 10000\n");
+	send_range(x.p, 0, 1000000);
+	pair_sub(&x, "lj.last", "receiver.late_join = on\n");
+	poll_for(x.sc, &x.r, 10000);
+	send_range(x.p, 1000000, 1000100);
+	poll_for(x.sc, &x.r, 10100);
+	expect_rx(&x.r, 10100, 990000, 10000);
+	assert_int_equal(x.r.first_live, 1000000);
+	assert_int_equal(x.r.last, 1000099);
+	pair_close(&x);
 }
 
 /* receiver.late_join off, or a source that offers nothing: the live stream */
 static void join_live_without_both_keys(const char *pcfg, const char *scfg)
 {
-	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
-	flit_pub *p = pub_new(pc, "lj.live", pcfg);
-	struct rx r = { 0 };
+	struct pair x = { 0 };
 
-	assert_non_null(p);
-	send_range(p, 0, 100);
-	flit_sub *s = sub_new(sc, "lj.live", scfg, &r);
-	assert_non_null(s);
-	poll_bos(sc, &r);
-	send_range(p, 100, 110);
-	poll_for(sc, &r, 10);
-	assert_int_equal(r.n, 10);
-	assert_int_equal(r.first, 100);
-	assert_int_equal(r.late, 0);
-	assert_int_equal(r.loss, 0);
-	assert_int_equal(r.bad, 0);
-	flit_sub_close(s);
-	flit_pub_close(p);
-	flit_ctx_close(sc);
-	flit_ctx_close(pc);
+	pair_pub(&x, "lj.live", pcfg);
+	send_range(x.p, 0, 100);
+	pair_sub(&x, "lj.live", scfg);
+	poll_bos(x.sc, &x.r);
+	send_range(x.p, 100, 110);
+	poll_for(x.sc, &x.r, 10);
+	expect_rx(&x.r, 10, 100, 0);
+	pair_close(&x);
 }
 
 static void receiver_without_late_join_joins_live(void **state)
@@ -205,32 +217,24 @@ static void source_without_late_join_offers_nothing(void **state)
  * intact record, not reported as loss. */
 static void late_join_gets_what_the_ring_still_holds(void **state)
 {
-	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
-	flit_pub *p = pub_new(pc, "lj.wrap", "source.late_join = 100000\nsource.shm.capacity = 64K\n");
-	struct rx r = { 0 };
+	struct pair x = { 0 };
 
 	(void)state;
-	assert_non_null(p);
-	send_range(p, 0, 50000);  /* 64-byte records: the ring holds ~1000 */
-	flit_sub *s = sub_new(sc, "lj.wrap", "receiver.late_join = on\n", &r);
-	assert_non_null(s);
-	poll_bos(sc, &r);
+	pair_pub(&x, "lj.wrap", "source.late_join = 100000\nsource.shm.capacity = 64K\n");
+	send_range(x.p, 0, 50000);  /* 64-byte records: the ring holds ~1000 */
+	pair_sub(&x, "lj.wrap", "receiver.late_join = on\n");
+	poll_bos(x.sc, &x.r);
 	for (int i = 0; i < 20; i++)
-		flit_ctx_poll(sc, 0);
-	send_range(p, 50000, 50001);
+		flit_ctx_poll(x.sc, 0);
+	send_range(x.p, 50000, 50001);
 	uint64_t end = tl_now_ms() + 5000;
-	while (r.last != 50000 && tl_now_ms() < end)
-		flit_ctx_poll(sc, 0);
-	assert_int_equal(r.last, 50000);
-	assert_int_equal(r.first_live, 50000);
-	assert_true(r.late >= 500 && r.late <= 1024);
-	assert_int_equal(r.first, 50000 - r.late);
-	assert_int_equal(r.loss, 0);
-	assert_int_equal(r.bad, 0);
-	flit_sub_close(s);
-	flit_pub_close(p);
-	flit_ctx_close(sc);
-	flit_ctx_close(pc);
+	while (x.r.last != 50000 && tl_now_ms() < end)
+		flit_ctx_poll(x.sc, 0);
+	assert_int_equal(x.r.last, 50000);
+	assert_int_equal(x.r.first_live, 50000);
+	assert_true(x.r.late >= 500 && x.r.late <= 1024);
+	expect_rx(&x.r, x.r.late + 1, 50000 - x.r.late, x.r.late);
+	pair_close(&x);
 }
 
 struct writer { flit_pub *p; uint64_t from, to; volatile int go; };
@@ -258,34 +262,29 @@ static void *writer_thread(void *arg)
  * every gap is a reported loss. */
 static void late_join_racing_the_writer_stays_in_order(void **state)
 {
-	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
-	flit_pub *p = pub_new(pc, "lj.race", "source.late_join = 20000\nsource.shm.capacity = 256K\n");
-	struct writer w = { .p = p, .from = 20000, .to = 400000 };
-	struct rx r = { 0 };
+	struct pair x = { 0 };
 	pthread_t th;
 	void *wr;
 
 	(void)state;
-	assert_non_null(p);
-	send_range(p, 0, 20000);
+	pair_pub(&x, "lj.race", "source.late_join = 20000\nsource.shm.capacity = 256K\n");
+	struct writer w = { .p = x.p, .from = 20000, .to = 400000 };
+	struct rx *r = &x.r;
+	send_range(x.p, 0, 20000);
 	assert_int_equal(pthread_create(&th, NULL, writer_thread, &w), 0);
-	flit_sub *s = sub_new(sc, "lj.race", "receiver.late_join = on\n", &r);
-	assert_non_null(s);
+	pair_sub(&x, "lj.race", "receiver.late_join = on\n");
 	uint64_t end = tl_now_ms() + 20000;
-	while (r.last + 1 < w.to && tl_now_ms() < end)
-		flit_ctx_poll(sc, 0);
+	while (r->last + 1 < w.to && tl_now_ms() < end)
+		flit_ctx_poll(x.sc, 0);
 	pthread_join(th, &wr);
 	assert_null(wr);
-	assert_int_equal(r.last, w.to - 1);
-	assert_int_equal(r.bad, 0);
-	assert_int_equal(r.n + r.loss, w.to - r.first);
+	assert_int_equal(r->last, w.to - 1);
+	assert_int_equal(r->bad, 0);
+	assert_int_equal(r->n + r->loss, w.to - r->first);
 	print_message("racing: first %llu, %llu retained delivered, %llu lost in %llu events\n",
-		      (unsigned long long)r.first, (unsigned long long)r.late,
-		      (unsigned long long)r.loss, (unsigned long long)r.loss_events);
-	flit_sub_close(s);
-	flit_pub_close(p);
-	flit_ctx_close(sc);
-	flit_ctx_close(pc);
+		      (unsigned long long)r->first, (unsigned long long)r->late,
+		      (unsigned long long)r->loss, (unsigned long long)r->loss_events);
+	pair_close(&x);
 }
 
 int main(void)
