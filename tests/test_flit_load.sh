@@ -29,73 +29,55 @@
 # Uses the binaries in $FLIT_TOOLS_DIR (set by tests/run-tests.sh).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
-D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
+. "$(dirname "$0")/lib.sh"
 L=$D/flit-load
-[ -x "$L" ] || { echo "SKIP: $L not built (make tools)"; exit 77; }
-[ -w /dev/shm ] || { echo "SKIP: /dev/shm not writable"; exit 77; }
-[ "$(nproc)" -ge 2 ] || { echo "SKIP: needs two CPUs (publisher and subscriber spin)"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 missing (JSON checks)"; exit 77; }
-tmp=$(mktemp -d /tmp/flit-test-load.XXXXXX)
+need_tools flit-load
+[ -w /dev/shm ] || skip "/dev/shm not writable"
+[ "$(nproc)" -ge 2 ] || skip "needs two CPUs (publisher and subscriber spin)"
+command -v python3 >/dev/null 2>&1 || skip "python3 missing (JSON checks)"
 bg=
-cleanup() { [ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect RC ARGS...: flit-load's exit status; for 2 the usage on stderr.
-expect() {
-  local want=$1; shift
-  timeout 60 "$L" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "flit-load $* exited $rc, expected $want"; sed 's/^/    | /' "$tmp/err" | head -5
-    return 1
-  fi
-  if [ "$want" -eq 2 ] && ! grep -q '^Usage: flit-load' "$tmp/err"; then
-    fail "flit-load $*: no usage on stderr"; return 1
-  fi
-  echo "ok: flit-load $* -> $rc"
-}
+on_exit '[ -n "$bg" ] && kill "$bg" 2>/dev/null'
+EXPECT_TIMEOUT=60       # expect: a run may measure for a while
 
 # ---- misuse ----------------------------------------------------------------
-expect 0 --help && { grep -q '^Usage: flit-load' "$tmp/out" || fail "--help: no usage on stdout"; }
-expect 2 --no-such-option
-expect 2 -Q
-expect 2 extra-operand
-expect 2 -r 0
-expect 2 -r abc
-expect 2 -r 1x
-expect 2 -r -5
-expect 2 -r 2G
-expect 2 --rates ''
-expect 2 --rates '100k,,nope'
-expect 2 -r
-expect 2 -s 4
-expect 2 -s abc
-expect 2 -s 99G
-expect 2 --sizes '32 x'
-expect 2 -d 0
-expect 2 -r 1 -d 0.5
-expect 2 --ping-rate 0
-expect 2 --max-batch 0
-expect 2 --rounds 0
-expect 2 --rounds 1001
-expect 2 --rounds x
-expect 2 --stall-us -1
-expect 2 --stall-us x
-expect 2 --stall-us 0.5
-expect 2 -t tcp
-expect 2 --cpus 0,0
-expect 2 --role
-expect 2 --role both
-expect 2 --role pub --peer-netns x
-expect 2 --role sub --peer-netns x
-expect 2 --json --csv
-expect 2 -t xdp -r 100k
+expect 0 flit-load --help && { grep -q '^Usage: flit-load' "$tmp/out" || fail "--help: no usage on stdout"; }
+expect 2 flit-load --no-such-option
+expect 2 flit-load -Q
+expect 2 flit-load extra-operand
+expect 2 flit-load -r 0
+expect 2 flit-load -r abc
+expect 2 flit-load -r 1x
+expect 2 flit-load -r -5
+expect 2 flit-load -r 2G
+expect 2 flit-load --rates ''
+expect 2 flit-load --rates '100k,,nope'
+expect 2 flit-load -r
+expect 2 flit-load -s 4
+expect 2 flit-load -s abc
+expect 2 flit-load -s 99G
+expect 2 flit-load --sizes '32 x'
+expect 2 flit-load -d 0
+expect 2 flit-load -r 1 -d 0.5
+expect 2 flit-load --ping-rate 0
+expect 2 flit-load --max-batch 0
+expect 2 flit-load --rounds 0
+expect 2 flit-load --rounds 1001
+expect 2 flit-load --rounds x
+expect 2 flit-load --stall-us -1
+expect 2 flit-load --stall-us x
+expect 2 flit-load --stall-us 0.5
+expect 2 flit-load -t tcp
+expect 2 flit-load --cpus 0,0
+expect 2 flit-load --role
+expect 2 flit-load --role both
+expect 2 flit-load --role pub --peer-netns x
+expect 2 flit-load --role sub --peer-netns x
+expect 2 flit-load --json --csv
+expect 2 flit-load -t xdp -r 100k
 # runtime failures before anything runs: exit 1, naming what is wrong
 expect_err() {  # RC REGEX ARGS...
   local want=$1 re=$2; shift 2
-  expect "$want" "$@" || return 1
+  expect "$want" flit-load "$@" || return 1
   grep -Eq -- "$re" "$tmp/err" || { fail "$*: stderr does not say /$re/"; sed 's/^/    | /' "$tmp/err" | head -5; }
 }
 ns="flit-test-no-such-ns-$$"
@@ -316,5 +298,4 @@ else
     { fail "--role sub summary"; sed 's/^/    | /' "$tmp/sub.out"; }
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

@@ -24,21 +24,17 @@
 # $BUILD/loader/flit-loader.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
-D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
+. "$(dirname "$0")/lib.sh"
 L=${FLIT_LOADER:-$PWD/${BUILD:-build}/loader/flit-loader}
 TB=${FLIT_TESTBED:-$PWD/tools/testbed}
-for t in flit-stat flit-pub flit-sub; do
-	[ -x "$D/$t" ] || { echo "SKIP: $D/$t not built (make tools)"; exit 77; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
+need_tools flit-stat flit-pub flit-sub
+command -v python3 >/dev/null 2>&1 || skip "python3 not found (JSON checks)"
 
-tmp=$(mktemp -d /tmp/flit-test-stat.XXXXXX)
 export FLIT_CONTEXT_STATS_DIR="$tmp/stats" FLIT_CONTEXT_SHM_DIR="$tmp/shm"
 export FLIT_CONTEXT_TRANSPORTS=shm FLIT_CONTEXT_STATS_INTERVAL_MS=50
 tbname="st$(($$ % 100000))"
 tb_up=0
 pids=()
-failures=0
 
 cleanup() {
 	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
@@ -47,29 +43,11 @@ cleanup() {
 		"$TB" exec --name "$tbname" --host 1 -- "$L" detach eth0 >/dev/null 2>&1
 		"$TB" down --name "$tbname" >/dev/null 2>&1
 	fi
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+on_exit cleanup
 
 S() { timeout 20 "$D/flit-stat" "$@"; }
-
-# expect RC ARGS...: flit-stat's exit status; for 2, the usage on stderr
-expect() {
-	local want=$1; shift
-	S "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-	local rc=$?
-	if [ "$rc" -ne "$want" ]; then
-		fail "flit-stat $* exited $rc, expected $want: $(head -3 "$tmp/err")"; return 1
-	fi
-	if [ "$want" -eq 2 ] && ! grep -q '^Usage: ' "$tmp/err"; then
-		fail "flit-stat $*: no usage on stderr"; return 1
-	fi
-	ok "flit-stat $* -> $rc"
-}
+EXPECT_TIMEOUT=20       # expect RC flit-stat ARGS...: as S
 
 # json_get FILE EXPR: evaluate EXPR (python, over `o`, the last JSON line
 # of FILE) and print it; exit status 1 if the file does not parse
@@ -84,28 +62,28 @@ EOF
 }
 
 # ---- misuse --------------------------------------------------------------------
-expect 0 --help
+expect 0 flit-stat --help
 grep -q '^Usage: flit-stat' "$tmp/out" || fail "--help: no usage on stdout"
-expect 2 --no-such-option
-expect 2 notapid
-expect 2 0
-expect 2 12 34
-expect 2 --all 1234
-expect 2 --netns x
-expect 2 --watch=0
-expect 2 --watch=abc
-expect 2 --topic ''
-expect 2 --dir relative/path
-expect 2 --gc 1234
-expect 2 --xdp ''
-expect 2 --xdp 'a/b'
-expect 2 --xdp
+expect 2 flit-stat --no-such-option
+expect 2 flit-stat notapid
+expect 2 flit-stat 0
+expect 2 flit-stat 12 34
+expect 2 flit-stat --all 1234
+expect 2 flit-stat --netns x
+expect 2 flit-stat --watch=0
+expect 2 flit-stat --watch=abc
+expect 2 flit-stat --topic ''
+expect 2 flit-stat --dir relative/path
+expect 2 flit-stat --gc 1234
+expect 2 flit-stat --xdp ''
+expect 2 flit-stat --xdp 'a/b'
+expect 2 flit-stat --xdp
 # no such process; a process without a counters file
 nopid=4194000
 while [ -e "/proc/$nopid" ]; do nopid=$((nopid + 1)); done
-expect 1 "$nopid" && grep -q "no process $nopid" "$tmp/err" || fail "no process: $(cat "$tmp/err")"
-expect 1 $$ && grep -q "no counters file for pid $$" "$tmp/err" || fail "no file: $(cat "$tmp/err")"
-expect 0
+expect 1 flit-stat "$nopid" && grep -q "no process $nopid" "$tmp/err" || fail "no process: $(cat "$tmp/err")"
+expect 1 flit-stat $$ && grep -q "no counters file for pid $$" "$tmp/err" || fail "no file: $(cat "$tmp/err")"
+expect 0 flit-stat
 grep -q 'no counters files' "$tmp/out" || fail "empty listing: $(cat "$tmp/out")"
 
 # ---- a live publisher and subscriber ---------------------------------------------
@@ -134,10 +112,10 @@ S --json >"$tmp/list.json" 2>&1
 
 # the publisher's counters, growing
 sleep 0.5
-expect 0 "$PUB" && cp "$tmp/out" "$tmp/pub1"
+expect 0 flit-stat "$PUB" && cp "$tmp/out" "$tmp/pub1"
 m1=$(sed -n 's/^  pub  *shm  *md\.eur .*msgs_sent=\([0-9]*\).*/\1/p' "$tmp/pub1")
 sleep 0.6
-expect 0 "$PUB" && cp "$tmp/out" "$tmp/pub2"
+expect 0 flit-stat "$PUB" && cp "$tmp/out" "$tmp/pub2"
 m2=$(sed -n 's/^  pub  *shm  *md\.eur .*msgs_sent=\([0-9]*\).*/\1/p' "$tmp/pub2")
 if [ -n "$m1" ] && [ -n "$m2" ] && [ "$m1" -gt 0 ] && [ "$m2" -gt "$m1" ]; then
 	ok "publisher row: msgs_sent $m1 -> $m2"
@@ -172,13 +150,13 @@ else
 fi
 
 # --topic filters publisher and subscriber rows only
-expect 0 "$SUB" --topic 'zz*' && ! grep -q '^  sub ' "$tmp/out" && grep -q '^  total ' "$tmp/out" &&
+expect 0 flit-stat "$SUB" --topic 'zz*' && ! grep -q '^  sub ' "$tmp/out" && grep -q '^  total ' "$tmp/out" &&
 	ok "--topic 'zz*' hides the subscriber row" || fail "--topic zz*: $(cat "$tmp/out")"
-expect 0 "$SUB" --topic 'md.*' && grep -q '^  sub  *pat  *md\.\*' "$tmp/out" ||
+expect 0 flit-stat "$SUB" --topic 'md.*' && grep -q '^  sub  *pat  *md\.\*' "$tmp/out" ||
 	fail "--topic md.*: $(cat "$tmp/out")"
 
 # --all: both processes
-expect 0 --all && grep -q "^pid $PUB (flit-pub)" "$tmp/out" && grep -q "^pid $SUB (flit-sub)" "$tmp/out" ||
+expect 0 flit-stat --all && grep -q "^pid $PUB (flit-pub)" "$tmp/out" && grep -q "^pid $SUB (flit-sub)" "$tmp/out" ||
 	fail "--all: $(cat "$tmp/out")"
 
 # ---- --watch ---------------------------------------------------------------------------
@@ -214,11 +192,11 @@ fi
 pfile=$(ls "$tmp/stats/$PUB"-* 2>/dev/null | head -1)
 kill -9 "$PUB"; wait "$PUB" 2>/dev/null
 [ -n "$pfile" ] && [ -e "$pfile" ] && ok "kill -9 leaves $pfile" || fail "no file left by the killed publisher"
-expect 0 && grep -q "^$PUB .* stale .*(pid $PUB is gone)" "$tmp/out" &&
+expect 0 flit-stat && grep -q "^$PUB .* stale .*(pid $PUB is gone)" "$tmp/out" &&
 	ok "listed stale: $(grep "^$PUB " "$tmp/out")" || fail "stale listing: $(cat "$tmp/out")"
-expect 1 "$PUB" && grep -q "stale: pid $PUB is gone" "$tmp/err" ||
+expect 1 flit-stat "$PUB" && grep -q "stale: pid $PUB is gone" "$tmp/err" ||
 	fail "flit-stat of a dead pid: $(cat "$tmp/err")"
-expect 0 --gc && grep -q "^removed $pfile (pid $PUB is gone)" "$tmp/out" && [ ! -e "$pfile" ] &&
+expect 0 flit-stat --gc && grep -q "^removed $pfile (pid $PUB is gone)" "$tmp/out" && [ ! -e "$pfile" ] &&
 	ok "--gc removed it" || fail "--gc: $(cat "$tmp/out")"
 [ -n "$(ls "$tmp/stats/$SUB"-* 2>/dev/null)" ] && ok "--gc left the live subscriber's file" ||
 	fail "--gc removed a live file"
@@ -243,14 +221,14 @@ else
 			"for i in \$(seq $1); do echo flit-stat-test >/dev/udp/10.77.0.1/9; sleep 0.05; done" \
 			>/dev/null 2>&1
 	}
-	expect 1 --xdp eth0 --netns "$NS" && grep -q "not attached to eth0" "$tmp/err" ||
+	expect 1 flit-stat --xdp eth0 --netns "$NS" && grep -q "not attached to eth0" "$tmp/err" ||
 		fail "--xdp without the program: $(cat "$tmp/err")"
 	if ! "$TB" exec --name "$tbname" --host 1 -- "$L" attach eth0 --mode skb >"$tmp/att" 2>&1; then
 		fail "flit-loader attach: $(cat "$tmp/att")"
 	else
 		ok "flit-loader attached the program on $NS eth0"
 		send_udp 5
-		expect 0 --xdp eth0 --netns "$NS" && cp "$tmp/out" "$tmp/x1"
+		expect 0 flit-stat --xdp eth0 --netns "$NS" && cp "$tmp/out" "$tmp/x1"
 		if grep -q '^xdp eth0 in '"$NS" "$tmp/x1" && grep -q '^  verdicts .* passed=[1-9]' "$tmp/x1" &&
 		   grep -q '^  passed because .* no_flow=[1-9]' "$tmp/x1"; then
 			ok "flit-stat --xdp: $(grep verdicts "$tmp/x1")"
@@ -283,9 +261,4 @@ else
 	fi
 fi
 
-if [ "$failures" -gt 0 ]; then
-	echo "$failures failure(s)"
-	exit 1
-fi
-echo "all flit-stat checks passed"
-exit 0
+finish

@@ -21,19 +21,15 @@
 # Uses $FLIT_TOOLS_DIR/flit-pong (tests/run-tests.sh sets it).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
-D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
+. "$(dirname "$0")/lib.sh"
 P="$D/flit-pong"
 TB=${FLIT_TESTBED:-tools/testbed}
-[ -x "$P" ] || { echo "SKIP: $P not built (make tools)"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found (JSON checks)"; exit 77; }
+need_tools flit-pong
+command -v python3 >/dev/null 2>&1 || skip "python3 not found (JSON checks)"
 
-tmp=$(mktemp -d /tmp/flit-test-pongts.XXXXXX)
 name="pts$(($$ % 100000))"
 up=
-cleanup() { [ -n "$up" ] && "$TB" down --name "$name" >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+on_exit '[ -n "$up" ] && "$TB" down --name "$name" >/dev/null 2>&1'
 
 # usage errors need no privilege
 timeout 30 "$P" --timestamps sometimes >"$tmp/out" 2>"$tmp/err"
@@ -65,10 +61,10 @@ else
   fail "flit-pong -t shm --timestamps software exited $?"; sed 's/^/    | /' "$tmp/shm.err" | tail -5
 fi
 
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for the testbed (network namespaces); the shm and usage checks passed"; [ $failures -eq 0 ] && exit 77 || exit 1; }
+[ "$(id -u)" -eq 0 ] || skip "needs root for the testbed (network namespaces); the shm and usage checks passed"
 "$TB" up --name "$name" --hosts 2 --owner-pid $$ >"$tmp/tb" 2>&1
 rc=$?
-if [ $rc -eq 4 ]; then echo "SKIP: testbed: $(tail -1 "$tmp/tb")"; exit 77; fi
+[ $rc -eq 4 ] && skip "testbed: $(tail -1 "$tmp/tb")"
 [ $rc -eq 0 ] || { echo "FAIL: testbed up exited $rc"; cat "$tmp/tb"; exit 1; }
 up=1
 
@@ -176,5 +172,4 @@ else
   fail "flit-pong -t udp --timestamps hardware (no interface) exited $?"; tail -5 "$tmp/hw2.txt"
 fi
 
-[ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all passed"
+finish

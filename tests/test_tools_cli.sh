@@ -9,35 +9,11 @@
 # Uses the binaries in $FLIT_TOOLS_DIR (set by tests/run-tests.sh).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
-D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
+. "$(dirname "$0")/lib.sh"
 TOOLS="flit-floor flit-pong flit-thru flit-pub flit-sub flit-load"
-for t in $TOOLS; do
-  [ -x "$D/$t" ] || { echo "SKIP: $D/$t not built (make tools)"; exit 77; }
-done
-tmp=$(mktemp -d /tmp/flit-test-cli.XXXXXX)
+need_tools $TOOLS
 bg=
-cleanup() { [ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect RC TOOL ARGS...: run with a timeout, check the exit status; for
-# status 2 the usage must be on stderr.
-expect() {
-  local want=$1 tool=$2; shift 2
-  timeout 30 "$D/$tool" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$tool $* exited $rc, expected $want"; sed 's/^/    | /' "$tmp/err" | head -5
-    return 1
-  fi
-  if [ "$want" -eq 2 ] && ! grep -q '^Usage: ' "$tmp/err"; then
-    fail "$tool $*: no usage on stderr"; return 1
-  fi
-  local args="$*"
-  echo "ok: $tool ${args//$'\n'/\\n} -> $rc"
-}
+on_exit '[ -n "$bg" ] && kill "$bg" 2>/dev/null'
 
 # ---- --help ----------------------------------------------------------------
 for t in $TOOLS; do
@@ -125,9 +101,7 @@ expect_err 1 "'context\.udp\.backend = fast'" flit-pub -C 'context.udp.backend =
 expect_err 1 "'receiver\.udp\.nak_timeout_ms = 0'" flit-sub -C 'receiver.udp.nak_timeout_ms = 0' -T 1 topic
 
 # ---- pub -> sub over shm ---------------------------------------------------
-if [ ! -w /dev/shm ]; then
-  echo "SKIP: /dev/shm not writable"; exit 77
-fi
+[ -w /dev/shm ] || skip "/dev/shm not writable"
 topic="flit-test-cli.$$"
 timeout 20 "$D/flit-sub" -t shm --count 1 --timeout 5 -C 'receiver.discovery_ms = 20' \
   "$topic" >"$tmp/sub.out" 2>"$tmp/sub.err" &
@@ -254,5 +228,4 @@ compare_misuse --rdma-count many
 compare_misuse --netns a --peer-netns b --thru-rps on
 "$C" --help >"$tmp/out" 2>&1 && grep -q '^Usage: flit-compare' "$tmp/out" || fail "flit-compare --help"
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish
