@@ -24,13 +24,12 @@
 # Skips (77) without tshark, or (part 2) without root, tcpdump or the tools.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
+. "$(dirname "$0")/lib.sh"
 LUA=$PWD/tools/wireshark/flit.lua
 T=${FLIT_TESTBED:-$PWD/tools/testbed}
-D=${FLIT_TOOLS_DIR:-$PWD/${BUILD:-build}/tools}
 [ -f "$LUA" ] || { echo "FAIL: $LUA not found"; exit 1; }
-command -v tshark >/dev/null 2>&1 || { echo "SKIP: tshark not installed (apt-get install tshark)"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found (pcap writer)"; exit 77; }
-tmp=$(mktemp -d /tmp/flit-test-dissector.XXXXXX)
+command -v tshark >/dev/null 2>&1 || skip "tshark not installed (apt-get install tshark)"
+command -v python3 >/dev/null 2>&1 || skip "python3 not found (pcap writer)"
 chmod 755 "$tmp"        # tshark/dumpcap may drop to another user
 N="wd$(($$ % 100000))"
 up=0 dump= sub=
@@ -38,13 +37,8 @@ cleanup() {
 	[ -n "$dump" ] && kill -INT "$dump" 2>/dev/null && wait "$dump" 2>/dev/null
 	[ -n "$sub" ] && kill "$sub" 2>/dev/null && wait "$sub" 2>/dev/null
 	[ "$up" = 1 ] && "$T" down --name "$N" >/dev/null 2>&1
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+on_exit cleanup
 
 # tshark with the dissector; stderr kept to look for Lua errors
 ts() { tshark -n -X lua_script:"$LUA" "$@" 2>>"$tmp/tshark.err"; }
@@ -200,20 +194,12 @@ fi
 no_lua_errors "preferences"
 
 # ---- 2. live traffic ------------------------------------------------------------
-if [ "$(id -u)" -ne 0 ]; then
-	[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-	echo "SKIP: live capture needs root (network namespaces); the crafted frames passed"; exit 77
-fi
-command -v tcpdump >/dev/null 2>&1 || { [ "$failures" -eq 0 ] || exit 1; echo "SKIP: tcpdump not installed"; exit 77; }
-for t in flit-pub flit-sub; do
-	[ -x "$D/$t" ] || { [ "$failures" -eq 0 ] || exit 1; echo "SKIP: $D/$t not built (make tools)"; exit 77; }
-done
+[ "$(id -u)" -eq 0 ] || skip "live capture needs root (network namespaces); the crafted frames passed"
+command -v tcpdump >/dev/null 2>&1 || skip "tcpdump not installed"
+need_tools flit-pub flit-sub
 "$T" up --name "$N" --hosts 2 --owner-pid $$ >"$tmp/tb.log" 2>&1
 rc=$?
-if [ "$rc" -eq 4 ]; then
-	[ "$failures" -eq 0 ] || exit 1
-	echo "SKIP: $(tail -1 "$tmp/tb.log")"; exit 77
-fi
+[ "$rc" -eq 4 ] && skip "$(tail -1 "$tmp/tb.log")"
 [ "$rc" -eq 0 ] || { cat "$tmp/tb.log"; echo "FAIL: testbed up exited $rc"; exit 1; }
 up=1
 
@@ -319,5 +305,4 @@ n=$(ts -r "$tmp/live.pcap" -Y 'flit.malformed || flit.dissector_bug' | wc -l)
 [ "$n" -eq 0 ] && ok "no live frame flagged malformed" || fail "$n live frames flagged malformed"
 no_lua_errors "live capture"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all dissector checks passed"
+finish

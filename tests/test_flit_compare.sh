@@ -11,20 +11,16 @@
 # ib_send_lat and flit rdma rows and their ratio (or says why it could not).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
+. "$(dirname "$0")/lib.sh"
 C="$(cd "$(dirname "$0")/.." && pwd)/tools/flit-compare"
 BUILD=${BUILD:-build}
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (namespaces, XDP, AF_XDP)"; exit 77; }
-command -v sockperf >/dev/null 2>&1 || { echo "SKIP: sockperf not found (make deps installs it)"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found"; exit 77; }
-for t in flit-pong flit-thru flit-floor; do
-	[ -x "$BUILD/tools/$t" ] || { echo "SKIP: $BUILD/tools/$t not built (make tools)"; exit 77; }
+need_root "namespaces, XDP, AF_XDP"
+command -v sockperf >/dev/null 2>&1 || skip "sockperf not found (make deps installs it)"
+command -v python3 >/dev/null 2>&1 || skip "python3 not found"
+for t in flit-pong flit-thru flit-floor; do  # the ones flit-compare --build runs
+	[ -x "$BUILD/tools/$t" ] || skip "$BUILD/tools/$t not built (make tools)"
 done
-[ "$(nproc)" -ge 2 ] || { echo "SKIP: needs two CPUs"; exit 77; }
-tmp=$(mktemp -d /tmp/flit-test-compare.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+[ "$(nproc)" -ge 2 ] || skip "needs two CPUs"
 testbeds() { ip netns list | awk '{print $1}' | grep -cE '^fc[0-9]+-(h[0-9]+|sw)$'; }
 
 before=$(testbeds)
@@ -99,5 +95,4 @@ else
 	[ $failures -eq 0 ] && ok "--rdma vm: ib_send_lat and flit rdma rows with their ratio"
 fi
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all flit-compare checks passed"
+finish

@@ -9,15 +9,11 @@
 # 2 with the usage on stderr; --help exits 0.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
+. "$(dirname "$0")/lib.sh"
 P=${FLIT_PLOT:-$PWD/tools/flit-plot}
 [ -x "$P" ] || { echo "FAIL: $P not found or not executable"; exit 1; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found"; exit 77; }
-command -v gnuplot >/dev/null 2>&1 || { echo "SKIP: gnuplot not found (make deps installs it)"; exit 77; }
-tmp=$(mktemp -d /tmp/flit-test-plot.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+command -v python3 >/dev/null 2>&1 || skip "python3 not found"
+command -v gnuplot >/dev/null 2>&1 || skip "gnuplot not found (make deps installs it)"
 
 # ---- crafted input ----------------------------------------------------------------
 python3 - "$tmp" <<'EOF'
@@ -164,5 +160,4 @@ run 2 --width 5 "$tmp/pong.json" && ok "bad width -> 2" ||
 run 0 --help && grep -q '^Usage: flit-plot' "$tmp/out" && ok "--help -> 0, usage on stdout" ||
   fail "--help -> 0, usage on stdout"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all flit-plot checks passed"
+finish

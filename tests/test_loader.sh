@@ -33,20 +33,18 @@
 # Uses $BUILD/loader/flit-loader (BUILD as tests/run-tests.sh sets it).
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
+. "$(dirname "$0")/lib.sh"
 L=${FLIT_LOADER:-$PWD/${BUILD:-build}/loader/flit-loader}
-[ -x "$L" ] || { echo "SKIP: $L not built (make loader)"; exit 77; }
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces, XDP)"; exit 77; }
+[ -x "$L" ] || skip "$L not built (make loader)"
+need_root "network namespaces, XDP"
 for c in ip nsenter bpftool python3; do
-	command -v "$c" >/dev/null 2>&1 || { echo "SKIP: $c not found"; exit 77; }
+	command -v "$c" >/dev/null 2>&1 || skip "$c not found"
 done
 
 id=$(($$ % 100000))
 NS="flitld$id"; NS2="flitld${id}y"; NS3="flitld${id}x"
 A="fl${id}a"; B="fl${id}b"; Z="fl${id}z"
 PINS=/sys/fs/bpf/flit
-tmp=$(mktemp -d /tmp/flit-test-loader.XXXXXX)
-failures=0
-
 cleanup() {
 	for n in "$NS" "$NS2" "$NS3"; do
 		[ -e "/run/netns/$n" ] || continue
@@ -59,20 +57,15 @@ cleanup() {
 	for d in "$PINS/$A" "$PINS/$A"@* "$PINS/$A:5" "$PINS/$B" "$PINS/$B"@*; do
 		[ -d "$d" ] && rm -rf "$d"
 	done
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+on_exit cleanup
 
 if ! ip netns add "$NS" 2>"$tmp/err"; then
-	echo "SKIP: cannot create a network namespace: $(cat "$tmp/err")"; exit 77
+	skip "cannot create a network namespace: $(cat "$tmp/err")"
 fi
 ip -n "$NS" link add "$A" type veth peer name "$B" &&
 ip -n "$NS" link set "$A" up && ip -n "$NS" link set "$B" up || {
-	echo "SKIP: cannot create a veth pair in $NS"; exit 77; }
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+	skip "cannot create a veth pair in $NS"; }
 
 # run [NETNS] ARGS...: flit-loader in a namespace (default $NS), output in
 # $tmp/out and $tmp/err, exit status in $rc
@@ -84,7 +77,8 @@ run_in() {
 }
 run() { run_in "$NS" "$@"; }
 
-# expect RC ARGS...: flit-loader in $NS exits RC (2: usage on stderr)
+# expect RC ARGS...: flit-loader in $NS exits RC (2: usage on stderr); not
+# lib.sh's expect, which runs a tool of $D here
 expect() {
 	local want=$1; shift
 	run "$@"
@@ -546,5 +540,4 @@ if ip netns exec "$NS" sh -c '[ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bp
 	ip -n "$NS" link show dev "$A" | grep -q 'prog/xdp' && fail "ip netns exec attach left a program"
 fi
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all flit-loader cases passed"
+finish

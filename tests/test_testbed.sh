@@ -11,32 +11,27 @@
 # 2, non-root exits 4.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
+. "$(dirname "$0")/lib.sh"
 T=${FLIT_TESTBED:-$PWD/tools/testbed}
 [ -x "$T" ] || { echo "FAIL: $T not found or not executable"; exit 1; }
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+need_root "network namespaces"
 if ! command -v ip >/dev/null 2>&1 || ! ip netns list >/dev/null 2>&1; then
-	echo "SKIP: ip netns unavailable (iproute2)"; exit 77
+	skip "ip netns unavailable (iproute2)"
 fi
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found (traffic generator)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || skip "python3 not found (traffic generator)"
 
 id=$(($$ % 100000))
 N="tbt$id"      # main testbed
 G="tbg$id"      # gc victim
 R="tbr$id"      # up that must fail and leave nothing
-tmp=$(mktemp -d /tmp/flit-test-testbed.XXXXXX)
-failures=0
 cleanup() {
 	local j
 	for j in $(jobs -p); do kill "$j" 2>/dev/null; done
 	wait 2>/dev/null
 	for n in "$N" "$G" "$R"; do "$T" down --name "$n" >/dev/null 2>&1; done
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+on_exit cleanup
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
 netns_of() { ip netns list | awk '{print $1}' | grep -E "^$1-(sw|h[0-9]+)$" | sort | tr '\n' ' '; }
 
 # ---- traffic generator, run inside the host namespaces ------------------------
@@ -183,7 +178,7 @@ fi
 start=$(date +%s%N)
 "$T" up --name "$N" --hosts 3 --owner-pid $$ >"$tmp/out" 2>&1
 rc=$?
-if [ $rc -eq 4 ]; then echo "SKIP: $(tail -1 "$tmp/out")"; exit 77; fi
+[ $rc -eq 4 ] && skip "$(tail -1 "$tmp/out")"
 [ $rc -eq 0 ] || { echo "FAIL: up exited $rc: $(cat "$tmp/out")"; exit 1; }
 ok "up 3 hosts in $((($(date +%s%N) - start) / 1000000)) ms"
 [ "$(netns_of "$N")" = "$N-h1 $N-h2 $N-h3 $N-sw " ] || fail "namespaces after up: '$(netns_of "$N")'"
@@ -345,5 +340,4 @@ if [ -n "$(netns_of "$G")" ] || [ -e "/run/flit-testbed/$G.state" ]; then fail "
 [ -z "$(netns_of "$G")" ] && [ -n "$(netns_of "$N")" ] && ok "gc removes only dead owners' testbeds"
 "$T" down --name "$N" || fail "down exited $?"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all testbed checks passed"
+finish

@@ -15,38 +15,29 @@
 #
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
-B=${BUILD:-build}
-PUB=$PWD/$B/tools/flit-pub SUB=$PWD/$B/tools/flit-sub
-for t in "$PUB" "$SUB"; do
-	[ -x "$t" ] || { echo "SKIP: $t not built (make tools)"; exit 77; }
-done
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces, XDP)"; exit 77; }
-command -v nsenter >/dev/null 2>&1 || { echo "SKIP: nsenter not found"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+PUB=$D/flit-pub SUB=$D/flit-sub
+need_tools flit-pub flit-sub
+need_root "network namespaces, XDP"
+command -v nsenter >/dev/null 2>&1 || skip "nsenter not found"
 
 id=$(($$ % 100000))
 NS="flxr$id"; R="fl${id}r"; S="fl${id}s"
-tmp=$(mktemp -d /tmp/flit-test-xdp-refused.XXXXXX)
-failures=0
-
 cleanup() {
 	ip netns del "$NS" 2>/dev/null
-	rm -rf "/sys/fs/bpf/flit/$R" "$tmp"
+	rm -rf "/sys/fs/bpf/flit/$R"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+on_exit cleanup
 
 if ! ip netns add "$NS" 2>"$tmp/err"; then
-	echo "SKIP: cannot create a network namespace: $(cat "$tmp/err")"; exit 77
+	skip "cannot create a network namespace: $(cat "$tmp/err")"
 fi
 ip -n "$NS" link add "$R" type veth peer name "$S" &&
 ip -n "$NS" addr add 10.97.0.1/24 dev "$R" &&
 ip -n "$NS" link set "$R" up && ip -n "$NS" link set "$S" up &&
 ip -n "$NS" link set lo up &&
-ip -n "$NS" route add 224.0.0.0/4 dev "$R" || { echo "SKIP: cannot build the veth pair in $NS"; exit 77; }
+ip -n "$NS" route add 224.0.0.0/4 dev "$R" || skip "cannot build the veth pair in $NS"
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf 2>/dev/null
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
 
 # tool NAME PREFIX ARGS...: run flit-NAME in the namespace (PREFIX: a
 # command to run it under, or ""), at most 20 s; rc, ms, $tmp/out, $tmp/err
@@ -105,5 +96,4 @@ else
 fi
 ip -n "$NS" link show dev "$R" | grep -q 'prog/xdp' && fail "the control left a program on $R"
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all cases passed"
+finish
