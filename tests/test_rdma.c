@@ -111,7 +111,8 @@ struct rx {
 	size_t size;            /* expected payload length */
 	uint64_t next;          /* payload sequence number expected next */
 	uint64_t got, bos, eos, died, bad, first;
-	bool started;
+	uint64_t late, first_live;  /* FLIT_MSGF_LATE_JOIN messages; the first unmarked */
+	bool started, live;
 	uint32_t session;
 	char why[160];          /* the first bad message */
 };
@@ -155,6 +156,15 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	}
 	r->next++;
 	r->got++;
+	if (m->flags & FLIT_MSGF_LATE_JOIN) {
+		r->late++;
+		if (r->live && !r->bad++)
+			snprintf(r->why, sizeof(r->why), "late-join message %llu after the live stream",
+				 (unsigned long long)seq);
+	} else if (!r->live) {
+		r->live = true;
+		r->first_live = seq;
+	}
 }
 
 static flit_sub *sub_new(flit_ctx *ctx, const char *topic, unsigned port, const char *extra,
@@ -752,6 +762,71 @@ static int case_write_mode(void)
 	return 0;
 }
 
+/* Late join: a source with source.late_join = 40 sends 100 messages with
+ * no receiver (kept in its frame slots, where without late join the sends
+ * would be refused); a receiver asking for late join gets the last 40,
+ * marked, then the live stream; one that does not ask starts live; a
+ * subscriber older than its source gets its first message although the
+ * source sent before it connected. */
+static int case_late_join(void)
+{
+	unsigned port = new_port(), port2 = new_port();
+	struct rx rl = { .size = 24 }, r = { .size = 24 }, rf = { .size = 24 };
+	flit_ctx *pc = ctx_new(port, NULL);
+	flit_pub *p = pub_new(pc, "t.lj", "late_join = 40\n");
+	for (uint64_t i = 0; i < 100; i++)
+		CHECK(send_one(p, NULL, i, 24, 10000, NULL), "kept message %llu", (unsigned long long)i);
+	flit_ctx *rc = ctx_new(0, NULL), *rc2 = ctx_new(0, NULL);
+	flit_sub *sl = sub_new(rc, "t.lj", port, "late_join = on\n", &rl);
+	CHECK(poll_until(rc, &rl.got, 40, 30000), "late join: %llu of 40 (%s)",
+	      (unsigned long long)rl.got, rl.why);
+	flit_sub *s = sub_new(rc2, "t.lj", port, NULL, &r);
+	CHECK(poll_until(rc2, &r.bos, 1, 30000), "the second receiver's BOS");
+	for (uint64_t end = tl_now_ms() + 30000; flit_pub_receivers(p) < 2 && tl_now_ms() < end;) {
+		flit_ctx_poll(rc, 0);
+		flit_ctx_poll(rc2, 0);
+	}
+	CHECK(flit_pub_receivers(p) == 2, "2 receivers");
+	for (uint64_t i = 100; i < 110; i++)
+		CHECK(send_one(p, rc, i, 24, 30000, NULL), "live message %llu", (unsigned long long)i);
+	CHECK(poll_until(rc, &rl.got, 50, 30000) && poll_until(rc2, &r.got, 10, 30000),
+	      "live: %llu of 50, %llu of 10", (unsigned long long)rl.got, (unsigned long long)r.got);
+	CHECK(!rl.bad && rl.first == 60 && rl.late == 40 && rl.first_live == 100,
+	      "late joiner: first %llu, %llu marked, live from %llu (%s)", (unsigned long long)rl.first,
+	      (unsigned long long)rl.late, (unsigned long long)rl.first_live, rl.why);
+	CHECK(!r.bad && r.first == 100 && r.late == 0, "live receiver: first %llu, %llu marked (%s)",
+	      (unsigned long long)r.first, (unsigned long long)r.late, r.why);
+	flit_sub_close(sl);
+	flit_sub_close(s);
+	flit_pub_close(p);
+
+	/* the subscriber first (connecting in vain), then its source */
+	flit_sub *sf = sub_new(rc, "t.first", port2, NULL, &rf);
+	for (uint64_t end = tl_now_ms() + 300; tl_now_ms() < end;)
+		flit_ctx_poll(rc, 0);
+	flit_ctx *pc2 = ctx_new(port2, NULL);
+	flit_pub *p2 = pub_new(pc2, "t.first", "late_join = 100\n");
+	for (uint64_t i = 0; i < 20; i++)
+		CHECK(send_one(p2, rc, i, 24, 10000, NULL), "message %llu", (unsigned long long)i);
+	CHECK(poll_until(rc, &rf.got, 20, 30000), "older subscriber: %llu of 20 (%s)",
+	      (unsigned long long)rf.got, rf.why);
+	CHECK(!rf.bad && rf.first == 0 && rf.late == 0, "older subscriber: first %llu, %llu marked (%s)",
+	      (unsigned long long)rf.first, (unsigned long long)rf.late, rf.why);
+	flit_sub_close(sf);
+	flit_pub_close(p2);
+	flit_ctx_close(pc2);
+	flit_ctx_close(rc2);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static void late_join_replays_kept_frames_then_live(void **state)
+{
+	(void)state;
+	isolated(case_late_join, 90000);
+}
+
 static void write_mode_zero_copy_batching_deliver_everything(void **state)
 {
 	(void)state;
@@ -915,7 +990,7 @@ static void wire_messages_round_trip_and_refuse_malformed(void **state)
 	flit_rdma_req_encode(b, &q);
 	assert_int_equal(b[0], 'F');
 	assert_int_equal(b[1], 'R');
-	assert_int_equal(b[2], 1);
+	assert_int_equal(b[2], FLIT_RDMA_VERSION);
 	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), 0);
 	assert_memory_equal(&q.topic_hash, &q2.topic_hash, 8);
 	assert_int_equal(q2.depth, 64);
@@ -928,10 +1003,10 @@ static void wire_messages_round_trip_and_refuse_malformed(void **state)
 	/* short, foreign, other version, bad fields */
 	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN - 1, &q2, &ver), -EPROTO);
 	assert_int_equal(flit_rdma_req_decode(b, 3, &q2, &ver), -EPROTO);
-	b[2] = 2;
+	b[2] = 1; /* before late join: refused, naming its version */
 	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EPROTO);
-	assert_int_equal(ver, 2);
-	b[2] = 1;
+	assert_int_equal(ver, 1);
+	b[2] = FLIT_RDMA_VERSION;
 	b[0] = 'X';
 	assert_int_equal(flit_rdma_req_decode(b, FLIT_RDMA_REQ_LEN, &q2, &ver), -EPROTO);
 	assert_int_equal(ver, 0);
@@ -984,6 +1059,7 @@ int main(void)
 		cmocka_unit_test(connect_without_listener_fails_clearly_and_never_hangs),
 		cmocka_unit_test(credit_exhaustion_backpressures_and_recovers),
 		cmocka_unit_test(write_mode_zero_copy_batching_deliver_everything),
+		cmocka_unit_test(late_join_replays_kept_frames_then_live),
 		cmocka_unit_test(rc_pubsub_100k_messages_in_order_between_processes),
 		cmocka_unit_test(two_subscribers_on_one_source_get_every_message),
 		cmocka_unit_test(dead_subscriber_is_dropped_others_continue_new_one_connects),

@@ -27,6 +27,50 @@ SMOKE_SRC=$HERE/rdma/verbs_smoke.c
 SMOKE=$BUILD/tests/rdma/verbs_smoke
 TEST_RDMA=$BUILD/tests/test_rdma
 
+# The tools as a user runs them over rdma (on the device's IPv4 address,
+# the subscriber finding the source by receiver.rdma.static): every line
+# flit-sub prints, the subscriber started first (with and without flit-pub
+# waiting for it: from the first message either way) and second (late
+# join: flit-pub keeps what it sends, flit-sub asks for it).
+tools_rdma() {
+	local D=$BUILD/tools ip port=14577 f=0 n=0 tmp
+	ip=${FLIT_RDMA_IP:-$(ip -4 -o addr show scope global | awk '{ sub(/\/.*/, "", $4); print $4; exit }')}
+	[ -n "$ip" ] || { echo "FAIL: no IPv4 address for the RDMA device"; return 1; }
+	tmp=$(mktemp -d /tmp/flit-rdma-tools.XXXXXX)
+	local sub=("$D/flit-sub" -t rdma -C "receiver.rdma.static = $ip:$port" -e -T 30)
+	local pub=("$D/flit-pub" -t rdma -C "context.rdma.port = $port" -T 30)
+	# rdma_case NAME ORDER MARK PUB_ARGS...: MARK "late-join " or ""
+	rdma_case() {
+		local name=$1 order=$2 mark=$3 topic=t.rd.$((++n)); shift 3
+		if [ "$order" = sub-first ]; then
+			"${sub[@]}" "$topic" >"$tmp/out" 2>"$tmp/err" & local s=$!
+			sleep 1
+			"${pub[@]}" "$@" "$topic" one two three >"$tmp/pub" 2>&1 || echo "pub exit $?" >>"$tmp/err"
+			wait $s || echo "sub exit $?" >>"$tmp/err"
+		else
+			"${pub[@]}" "$@" "$topic" one two three >"$tmp/pub" 2>&1 & local p=$!
+			sleep 1
+			"${sub[@]}" "$topic" >"$tmp/out" 2>"$tmp/err" || echo "sub exit $?" >>"$tmp/err"
+			wait $p || echo "pub exit $?" >>"$tmp/err"
+		fi
+		local want got
+		want=$(printf '%s BOS\n%s seq=0 len=3 %s"one"\n%s seq=1 len=3 %s"two"\n%s seq=2 len=5 %s"three"\n%s EOS' \
+			"$topic" "$topic" "$mark" "$topic" "$mark" "$topic" "$mark" "$topic")
+		got=$(sed -E 's/ source=[^ ]+//' "$tmp/out")
+		if [ "$got" = "$want" ] && ! grep -q 'exit' "$tmp/err"; then
+			echo "ok: rdma $name"
+		else
+			echo "FAIL: rdma $name"; sed 's/^/    | /' "$tmp/out" "$tmp/err" "$tmp/pub" | head -20; f=$((f + 1))
+		fi
+	}
+	rdma_case "subscriber first, flit-pub -w 1" sub-first "" -w 1
+	# (the subscriber retries connecting, backing off: flit-pub lingers for it)
+	rdma_case "subscriber first, flit-pub not waiting" sub-first "" -l 4000
+	rdma_case "flit-pub first and lingering: late join" pub-first "late-join " -l 8000
+	rm -rf "$tmp"
+	return $f
+}
+
 # --suite: run the programs here, on whatever device this machine (host or
 # guest) has; called by the main part below, directly or through vm-exec.sh.
 if [ "${1:-}" = --suite ]; then
@@ -45,7 +89,10 @@ if [ "${1:-}" = --suite ]; then
 		echo "FAIL: verbs_smoke exit $src (the verbs provider itself fails here)"
 		exit 1
 	fi
-	exit $trc
+	[ $trc -eq 0 ] || exit $trc
+	echo "== flit-pub -> flit-sub -t rdma"
+	tools_rdma
+	exit $?
 fi
 
 T0=$(now_ms)

@@ -173,6 +173,9 @@ enum flit_join {
 };
 enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
 				  uint64_t src_created_ns);
+/* When the oldest subscriber matching `topic` was created (CLOCK_REALTIME
+ * ns), 0 if none: for a source that decides where a receiver starts. */
+uint64_t flit_ctx_sub_since(const struct flit_ctx *ctx, const char *topic);
 /* Receive-side counters a transport may bump from its poll thread. */
 struct flit_counters *flit_ctx_rx_counters(struct flit_ctx *ctx);
 

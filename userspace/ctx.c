@@ -554,6 +554,16 @@ enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
 	return j;
 }
 
+uint64_t flit_ctx_sub_since(const struct flit_ctx *ctx, const char *topic)
+{
+	uint64_t since = 0;
+
+	for (const flit_sub *s = ctx->subs; s; s = s->next)
+		if (sub_matches(s, topic) && (!since || s->created_ns < since))
+			since = s->created_ns;
+	return since;
+}
+
 /* ---- resolution on behalf of transports without a resolver (core.h) ----- */
 
 int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad)

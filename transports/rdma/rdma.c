@@ -114,6 +114,7 @@ void flit_rdma_req_encode(uint8_t out[FLIT_RDMA_REQ_LEN], const struct flit_rdma
 	flit_st32(out + 20, r->buf_size);
 	flit_st64(out + 24, r->ring_addr);
 	flit_st32(out + 32, r->ring_rkey);
+	flit_st32(out + 36, r->sub_age_ms);
 }
 
 void flit_rdma_rep_encode(uint8_t out[FLIT_RDMA_REP_LEN], const struct flit_rdma_rep *r)
@@ -125,6 +126,7 @@ void flit_rdma_rep_encode(uint8_t out[FLIT_RDMA_REP_LEN], const struct flit_rdma
 	flit_st32(out + 16, r->credit_rkey);
 	flit_st32(out + 20, r->frame_max);
 	flit_st32(out + 24, r->depth);
+	flit_st32(out + 28, r->late);
 }
 
 void flit_rdma_rej_encode(uint8_t out[FLIT_RDMA_REJ_LEN], const struct flit_rdma_rej_msg *r)
@@ -162,8 +164,9 @@ int flit_rdma_req_decode(const void *buf, size_t len, struct flit_rdma_req *r,
 	r->buf_size = flit_ld32(p + 20);
 	r->ring_addr = flit_ld64(p + 24);
 	r->ring_rkey = flit_ld32(p + 32);
-	if ((r->flags & ~FLIT_RDMA_REQF_RING) || r->depth < 4 || r->depth > 65536 ||
-	    r->buf_size < 64 || (r->buf_size & 63) || flit_ld32(p + 36))
+	r->sub_age_ms = flit_ld32(p + 36);
+	if ((r->flags & ~(FLIT_RDMA_REQF_RING | FLIT_RDMA_REQF_LATE)) || r->depth < 4 ||
+	    r->depth > 65536 || r->buf_size < 64 || (r->buf_size & 63))
 		return -EINVAL;
 	return 0;
 }
@@ -181,8 +184,9 @@ int flit_rdma_rep_decode(const void *buf, size_t len, struct flit_rdma_rep *r)
 	r->credit_rkey = flit_ld32(p + 16);
 	r->frame_max = flit_ld32(p + 20);
 	r->depth = flit_ld32(p + 24);
+	r->late = flit_ld32(p + 28);
 	if ((r->mode != FLIT_RDMA_WIRE_SEND && r->mode != FLIT_RDMA_WIRE_WRITE) ||
-	    r->frame_max < FLIT_FRAME_HDR_LEN || flit_ld32(p + 28))
+	    r->frame_max < FLIT_FRAME_HDR_LEN)
 		return -EINVAL;
 	return 0;
 }
@@ -244,6 +248,12 @@ struct sconn {                   /* source side: one receiver */
 	uint64_t limit;              /* sent may reach it (cached credits) */
 	uint64_t wr_posted, wr_done, last_sig;
 	uint64_t first_frame;        /* the first source frame posted here */
+	/* planned at accept (late join, or a receiver older than the source):
+	 * replay retained frames from replay_from, INFO's seq, how many
+	 * messages before the live stream are the retained ones */
+	uint64_t replay_from, info_seq;
+	uint32_t late;
+	bool replay;
 	uint64_t frames_done;        /* frames below it have completed */
 	uint64_t sig_head, sig_tail;
 	struct { uint64_t wr, frames; } sig[SIG_RING];
@@ -269,6 +279,8 @@ struct rsrc {                    /* one publisher */
 	uint8_t *claim;
 	uint32_t claim_max;
 	uint64_t next_seq;
+	uint64_t created;            /* CLOCK_MONOTONIC */
+	uint32_t late_join;          /* source.late_join: frames kept with no receiver */
 	uint32_t session;
 	uint64_t hash;
 	bool ts, batch;
@@ -302,6 +314,7 @@ struct rconn {                   /* receiver: one connection to a source */
 	uint64_t rx_seen;            /* received at the last housekeeping */
 	uint64_t credit_addr;
 	uint32_t credit_rkey, session, frame_max;
+	uint32_t late;               /* REP: messages kept for late join before the live stream */
 	uint8_t mode;
 	struct flit_rx_session *rs;
 	bool ended, broken, bad; /* bad: the peer broke the protocol */
@@ -525,7 +538,8 @@ static inline bool conns_ready(const struct rsrc *s)
 static int src_ready(struct rsrc *s, bool slot, bool post)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		if (!s->nconns)
+		/* with late join, frames to nobody are kept in their slots */
+		if (!s->nconns && !s->late_join)
 			return FLIT_NOT_CONNECTED;
 		if ((!slot || slot_free(s, s->nframes)) && (!post || conns_ready(s)))
 			return 0;
@@ -816,6 +830,46 @@ static void reject(struct rdma_cm_id *id, unsigned reason, uint32_t value)
 }
 
 /* A connect request on the listener: find the source, set up, accept. */
+/* What a new connection gets before the live stream (lock held): a
+ * receiver older than the source, everything from the source's first
+ * message that its slots still hold; one asking for late join, the last
+ * source.late_join messages they hold.  At most depth - 2 frames (the
+ * receiver's credits, less INFO and the END kept back).  Without late join
+ * the source keeps nothing (its sends to nobody were refused). */
+static void replay_plan(struct rsrc *s, struct sconn *c, const struct flit_rdma_req *rq)
+{
+	uint64_t next = s->frame ? flit_ld64(s->frame + 16) : s->next_seq;
+	uint64_t age_ms = (mono() - s->created) / 1000000u;
+	bool first = s->late_join && rq->sub_age_ms > age_ms;
+	bool late = s->late_join && (rq->flags & FLIT_RDMA_REQF_LATE);
+	uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
+	uint64_t room = rq->depth - 2;
+
+	c->replay = false;
+	c->late = 0;
+	if (!first && !late)
+		return;
+	if (s->nframes - lo > room)
+		lo = s->nframes - room;
+	uint64_t want = first ? 0 : next > s->late_join ? next - s->late_join : 0;
+	uint64_t f = s->nframes;
+	while (f > lo && flit_ld64(slot_of(s, f - 1) + 16) > want)
+		f--;
+	if (f > lo)
+		f--; /* the frame holding `want` */
+	if (f == s->nframes && !first)
+		return; /* nothing kept */
+	c->replay = true;
+	c->replay_from = f;
+	if (first) {
+		c->info_seq = 0; /* what it no longer holds is loss */
+	} else {
+		uint64_t fs = flit_ld64(slot_of(s, f) + 16);
+		c->info_seq = fs > want ? fs : want;
+		c->late = (uint32_t)(next - c->info_seq);
+	}
+}
+
 static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 			       const uint8_t *pd, size_t pdlen)
 {
@@ -914,11 +968,14 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 	id->context = c;
 	c->next = tp->sconns;
 	tp->sconns = c;
+	src_lock(s);
+	replay_plan(s, c, &rq);
+	src_unlock(s);
 
 	struct flit_rdma_rep rep = {
 		.mode = c->mode, .session_id = s->session,
 		.credit_addr = (uintptr_t)&c->blk->freed, .credit_rkey = c->mr->rkey,
-		.frame_max = s->frame_max, .depth = c->depth,
+		.frame_max = s->frame_max, .depth = c->depth, .late = c->late,
 	};
 	uint8_t rpd[FLIT_RDMA_REP_LEN];
 	flit_rdma_rep_encode(rpd, &rep);
@@ -968,13 +1025,30 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 	};
 	struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
 				   .len = (uint16_t)strlen(s->topic), .name = s->topic };
-	/* the receiver's first message: the first not yet posted anywhere */
+	/* the receiver's first message: the first not yet posted anywhere,
+	 * or the first of the frames kept for it (replay_plan) */
 	uint64_t next = s->frame ? flit_ld64(s->frame + 16) : s->next_seq;
+	uint64_t from = s->nframes;
+	if (c->replay) {
+		from = c->replay_from;
+		next = c->info_seq;
+		/* frames sent since the plan are replayed too; what the slots or
+		 * the receiver's credits cannot hold any more is a gap (loss) */
+		uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
+		if (s->nframes - lo > c->depth - 2)
+			lo = s->nframes - (c->depth - 2);
+		if (from < lo)
+			from = lo;
+	}
 	size_t l = flit_ctl_info_encode(c->blk->info, sizeof(c->blk->info), s->session, next, &in, &t, 1);
-	c->first_frame = s->nframes;
+	c->first_frame = from;
 	c->limit = c->depth - 1;
-	int err = l ? conn_post(c, c->blk->info, (uint32_t)l, c->mr->lkey, s->nframes, true, s->sig_every)
+	int err = l ? conn_post(c, c->blk->info, (uint32_t)l, c->mr->lkey, from, true, s->sig_every)
 		    : -EINVAL;
+	for (uint64_t f = from; !err && f < s->nframes; f++) {
+		const uint8_t *fr = slot_of(s, f);
+		err = conn_post(c, fr, flit_ld32(fr + 8), s->mr[c->dev]->lkey, f + 1, false, s->sig_every);
+	}
 	if (err) {
 		src_unlock(s);
 		flit_warn("rdma: %s: receiver %s: cannot send INFO: %s", s->topic, c->peer, strerror(-err));
@@ -1195,6 +1269,8 @@ static int rdma_src_open(struct flit_tp *tp, const char *topic,
 			s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
 	s->ts = cfg->timestamps;
 	s->batch = cfg->batch;
+	s->created = mono();
+	s->late_join = cfg->late_join;
 	s->mode = cfg->rdma_mode == FLIT_RDMA_WRITE ? FLIT_RDMA_WIRE_WRITE : FLIT_RDMA_WIRE_SEND;
 	s->frame_max = cfg->rdma_frame_max & ~7u;
 	s->frame_cap = s->batch && cfg->batch_max < s->frame_max ? cfg->batch_max & ~7u : s->frame_max;
@@ -1486,10 +1562,18 @@ static int rconn_connect(struct flit_tp *tp, struct rconn *c)
 			return err;
 		}
 	}
+	/* late join: asked for, and how old our oldest subscriber of the topic
+	 * is (the source starts an older one at its first message) */
+	struct flit_cfg_receiver rc;
+	flit_ctx_rcv_cfg(tp->ctx, t->topic, &rc);
+	uint64_t since = flit_ctx_sub_since(tp->ctx, t->topic), rt = flit_realtime_now();
+	uint64_t age_ms = since && rt > since ? (rt - since) / 1000000u : 0;
 	struct flit_rdma_req rq = {
-		.flags = FLIT_RDMA_REQF_RING, .domain = tp->domain, .topic_hash = t->hash,
+		.flags = FLIT_RDMA_REQF_RING | (rc.late_join ? FLIT_RDMA_REQF_LATE : 0),
+		.domain = tp->domain, .topic_hash = t->hash,
 		.depth = c->depth, .buf_size = c->bufsz,
 		.ring_addr = (uintptr_t)c->mem, .ring_rkey = c->mr->rkey,
+		.sub_age_ms = age_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)age_ms,
 	};
 	uint8_t pd[FLIT_RDMA_REQ_LEN];
 	flit_rdma_req_encode(pd, &rq);
@@ -1555,7 +1639,10 @@ static int on_info(struct flit_tp *tp, struct rconn *c, const uint8_t *p,
 		c->broken = true;
 		return 0;
 	}
-	flit_rx_session_start(c->rs, h->seq);
+	if (c->late)
+		flit_rx_session_late_join(c->rs, h->seq, h->seq + c->late);
+	else
+		flit_rx_session_start(c->rs, h->seq);
 	flit_ctl_names_init(&it, p, h);
 	while (flit_ctl_names_next(&it, &nm)) {
 		memcpy(name, nm.name, nm.len);
@@ -1699,6 +1786,7 @@ static void rconn_up(struct flit_tp *tp, struct rconn *c, const void *pd, size_t
 	c->credit_addr = rep.credit_addr;
 	c->credit_rkey = rep.credit_rkey;
 	c->frame_max = rep.frame_max;
+	c->late = rep.late;
 	c->state = RC_UP;
 	c->last_write = now;
 	tp->nup++;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define FLIT_RDMA_MAGIC   0x5246u /* bytes 'F' 'R' */
-#define FLIT_RDMA_VERSION 1u
+#define FLIT_RDMA_VERSION 2u /* 2: late join (REQF_LATE, sub_age_ms, REP late) */
 
 /* rdma_cm carries at most 56 bytes of private data in a connect request
  * (IB CM REQ: 92 bytes, 36 of them rdma_cm's own header), 196 in an accept
@@ -25,6 +25,7 @@
 
 /* REQ flags */
 #define FLIT_RDMA_REQF_RING 0x01u /* ring_addr/ring_rkey name the receive buffers */
+#define FLIT_RDMA_REQF_LATE 0x02u /* the receiver asks for late join */
 
 /* data path of a connection (REP mode) */
 enum flit_rdma_wire_mode {
@@ -51,6 +52,7 @@ struct flit_rdma_req {
 	uint32_t buf_size;    /* bytes per buffer (multiple of 64) */
 	uint64_t ring_addr;   /* the buffers, back to back (REQF_RING) */
 	uint32_t ring_rkey;
+	uint32_t sub_age_ms;  /* age of the receiver's oldest subscriber of the topic */
 };
 
 /* Source -> receiver: rdma_accept() private data. */
@@ -61,6 +63,8 @@ struct flit_rdma_rep {
 	uint32_t credit_rkey;
 	uint32_t frame_max;   /* the source's largest frame */
 	uint32_t depth;       /* the receiver's depth, echoed */
+	uint32_t late;        /* messages retained for late join before the live
+			       * stream, from INFO's seq on (0: none) */
 };
 
 /* Source -> receiver: rdma_reject() private data. */
