@@ -16,7 +16,7 @@
 # example PID 4242 is a running flit process.  Where an example needs a
 # peer (a publisher waiting for a receiver, a subscriber counting
 # messages) the test starts one first (the feeders below).  Commands that run until stopped (--watch, --serve, the
-# benchmark scripts, make demo) are stopped after a few seconds: they pass
+# benchmark scripts, measurements of many points) are stopped after 3 s: they pass
 # when they started without a usage error.  Each is checked for its exit
 # status and, where the table below says, for what it prints.  What cannot
 # run here is listed with the reason (SKIP lines).
@@ -157,13 +157,13 @@ run_line() {
 		sleep 0.5   # let it start: the next lines use it
 		return
 	fi
-	is_long "$cmd" && t=8
+	is_long "$cmd" && t=3
 	[[ $cmd == "make demo"* ]] && t=400
 	(cd "$work" && timeout -k 5 "$t" "${prefix[@]}" bash -c "$cmd") >"$out" 2>&1
 	rc=$?
 	local want; want=$(expect_of "$cmd")
 	[[ $cmd == *">"* ]] && want=   # its output went to a file
-	if [ $rc -eq 124 ] && [ $t -eq 8 ]; then
+	if [ $rc -eq 124 ] && [ $t -eq 3 ]; then
 		if grep -q '^Usage:' "$out"; then fail "$src: $cmd: usage error"; sed 's/^/    | /' "$out" | head -5
 		else echo "ok: $src: $cmd (runs until stopped: stopped after ${t}s)"; passed=$((passed + 1)); fi
 	elif [ $rc -ne 0 ]; then

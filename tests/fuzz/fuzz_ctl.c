@@ -123,6 +123,11 @@ static size_t reencode(uint8_t *out, size_t cap, const uint8_t *buf,
 	case FLIT_FT_JOIN:
 		return flit_ctl_join_encode(out, cap, h->session_id,
 					    flit_ctl_domain(buf), h->flags);
+	case FLIT_FT_LATE: {
+		struct flit_ctl_late late;
+		flit_ctl_late_get(buf, &late);
+		return flit_ctl_late_encode(out, cap, h->session_id, h->seq, &late);
+	}
 	}
 	abort();
 }
@@ -134,9 +139,9 @@ static void check_accepted(uint8_t *buf, size_t size,
 	unsigned n = 0;
 
 	CHECK(h->version == FLIT_WIRE_VERSION);
-	CHECK(h->type >= FLIT_FT_HB && h->type <= FLIT_FT_JOIN);
+	CHECK(h->type >= FLIT_FT_HB && h->type <= FLIT_FT_LATE);
 	CHECK(h->flags == 0 ||
-	      (h->type == FLIT_FT_JOIN && h->flags == FLIT_JF_LEAVE) ||
+	      (h->type == FLIT_FT_JOIN && (h->flags == FLIT_JF_LEAVE || h->flags == FLIT_JF_LATE)) ||
 	      (h->type == FLIT_FT_HB && h->flags == FLIT_HBF_END));
 	CHECK(h->len >= FLIT_FRAME_HDR_LEN && h->len <= size && !(h->len & 7));
 
@@ -179,6 +184,14 @@ static void check_accepted(uint8_t *buf, size_t size,
 		CHECK(h->count == 0 && h->len == 32);
 		sink += flit_ctl_domain(buf);
 		break;
+	case FLIT_FT_LATE: {
+		struct flit_ctl_late late;
+		CHECK(h->count == 0 && h->len == 56);
+		flit_ctl_late_get(buf, &late);
+		CHECK(late.trail <= h->seq && late.origin <= h->seq);
+		sink += late.age_ns + late.late_join;
+		break;
+	}
 	}
 
 	/* Re-encode into a buffer of exactly h->len bytes. */
@@ -305,11 +318,25 @@ static void fuzz_encoders(const uint8_t *d, size_t size)
 	/* JOIN with the first two bytes as flags */
 	uint16_t jf = (uint16_t)ld64_at(d, size, 0);
 	got = flit_ctl_join_encode(encbuf, sizeof(encbuf), 9, (uint32_t)trail, jf);
-	if (jf & ~FLIT_JF_LEAVE) {
+	if ((jf & ~(FLIT_JF_LEAVE | FLIT_JF_LATE)) || jf == (FLIT_JF_LEAVE | FLIT_JF_LATE)) {
 		CHECK(got == 0);
 	} else {
 		check_encoded(got, FLIT_FT_JOIN, jf, 0, 9, 0, &h);
 		CHECK(flit_ctl_domain(encbuf) == (uint32_t)trail);
+	}
+
+	/* LATE from the first 32 bytes: next, trail, origin, age */
+	struct flit_ctl_late lt = { .trail = trail, .origin = ld64_at(d, size, 16),
+				    .age_ns = ld64_at(d, size, 24), .late_join = (uint32_t)next };
+	got = flit_ctl_late_encode(encbuf, sizeof(encbuf), 5, next, &lt);
+	if (lt.trail > next || lt.origin > next) {
+		CHECK(got == 0);
+	} else {
+		struct flit_ctl_late back;
+		check_encoded(got, FLIT_FT_LATE, 0, 0, 5, next, &h);
+		flit_ctl_late_get(encbuf, &back);
+		CHECK(back.trail == lt.trail && back.origin == lt.origin &&
+		      back.age_ns == lt.age_ns && back.late_join == lt.late_join);
 	}
 
 	/* ranges: 16 bytes each */
