@@ -37,7 +37,7 @@
 # itself runs with `--suite` inside a guest (or by hand on a host with two
 # cabled NICs: FLIT_VM_NICS="if1 if2").
 #
-# timeout: 420
+# timeout: 540
 set -u -o pipefail
 . "$(dirname "$0")/vm/suite.sh"
 D=$ROOT/$BUILD/tools
