@@ -173,6 +173,7 @@ enum flit_join {
 };
 enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
 				  uint64_t src_created_ns);
+/* (with src_created_ns 0: FLIT_JOIN_LATE if a subscriber asks for late join) */
 /* When the oldest subscriber matching `topic` was created (CLOCK_REALTIME
  * ns), 0 if none: for a source that decides where a receiver starts. */
 uint64_t flit_ctx_sub_since(const struct flit_ctx *ctx, const char *topic);

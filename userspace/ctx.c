@@ -538,22 +538,6 @@ void flit_ctx_rcv_cfg(const struct flit_ctx *ctx, const char *topic,
 	flit_cfg_receiver(&ctx->cfg, topic, NULL, out);
 }
 
-enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
-				  uint64_t src_created_ns)
-{
-	enum flit_join j = FLIT_JOIN_LIVE;
-
-	for (const flit_sub *s = ctx->subs; s; s = s->next) {
-		if (!sub_matches(s, topic))
-			continue;
-		if (src_created_ns && s->created_ns <= src_created_ns)
-			return FLIT_JOIN_FIRST;
-		if (s->cfg.late_join)
-			j = FLIT_JOIN_LATE;
-	}
-	return j;
-}
-
 uint64_t flit_ctx_sub_since(const struct flit_ctx *ctx, const char *topic)
 {
 	uint64_t since = 0;
@@ -562,6 +546,19 @@ uint64_t flit_ctx_sub_since(const struct flit_ctx *ctx, const char *topic)
 		if (sub_matches(s, topic) && (!since || s->created_ns < since))
 			since = s->created_ns;
 	return since;
+}
+
+enum flit_join flit_ctx_join_mode(const struct flit_ctx *ctx, const char *topic,
+				  uint64_t src_created_ns)
+{
+	uint64_t since = flit_ctx_sub_since(ctx, topic);
+
+	if (src_created_ns && since && since <= src_created_ns)
+		return FLIT_JOIN_FIRST;
+	for (const flit_sub *s = ctx->subs; s; s = s->next)
+		if (sub_matches(s, topic) && s->cfg.late_join)
+			return FLIT_JOIN_LATE;
+	return FLIT_JOIN_LIVE;
 }
 
 /* ---- resolution on behalf of transports without a resolver (core.h) ----- */

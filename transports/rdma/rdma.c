@@ -1564,12 +1564,11 @@ static int rconn_connect(struct flit_tp *tp, struct rconn *c)
 	}
 	/* late join: asked for, and how old our oldest subscriber of the topic
 	 * is (the source starts an older one at its first message) */
-	struct flit_cfg_receiver rc;
-	flit_ctx_rcv_cfg(tp->ctx, t->topic, &rc);
+	bool late = flit_ctx_join_mode(tp->ctx, t->topic, 0) == FLIT_JOIN_LATE;
 	uint64_t since = flit_ctx_sub_since(tp->ctx, t->topic), rt = flit_realtime_now();
 	uint64_t age_ms = since && rt > since ? (rt - since) / 1000000u : 0;
 	struct flit_rdma_req rq = {
-		.flags = FLIT_RDMA_REQF_RING | (rc.late_join ? FLIT_RDMA_REQF_LATE : 0),
+		.flags = FLIT_RDMA_REQF_RING | (late ? FLIT_RDMA_REQF_LATE : 0),
 		.domain = tp->domain, .topic_hash = t->hash,
 		.depth = c->depth, .buf_size = c->bufsz,
 		.ring_addr = (uintptr_t)c->mem, .ring_rkey = c->mr->rkey,

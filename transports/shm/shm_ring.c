@@ -8,6 +8,7 @@
 #include "error.h"
 #include "shm/shm_ring.h"
 #include "config.h"
+#include "core.h"
 
 uint64_t shm_geom_check(const struct shm_geom *g)
 {
@@ -45,11 +46,7 @@ int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
 	h->geom.session_id = session_id;
 	h->geom.topic_len = (uint32_t)tlen;
 	memcpy(h->geom.topic, topic, tlen);
-	{
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		h->geom.create_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	}
+	h->geom.create_ns = flit_realtime_now();
 	h->geom.check = shm_geom_check(&h->geom);
 	atomic_store(&h->w.tail, start);
 	atomic_store(&h->w.latest, start);

@@ -124,7 +124,7 @@ struct rsess {                  /* a remote source's session */
 	uint64_t timeout_ns;
 	uint64_t last_heard, next_join;
 	/* joining: waiting for the source's LATE answer (where to start);
-	 * data is not taken meanwhile (NAKs repair it once started) */
+	 * data that comes meanwhile is held and replayed once started */
 	bool lj_wait;
 	unsigned lj_tries;
 	uint64_t lj_at;             /* ask again (or give up) at */
@@ -171,7 +171,6 @@ struct udp_src {
 	uint16_t count;
 	uint64_t next_seq;           /* of the next message */
 	uint64_t created;            /* CLOCK_MONOTONIC */
-	uint64_t origin;             /* sequence number of the first message */
 	uint32_t late_join;          /* source.late_join */
 	bool claimed;
 	uint8_t *claim_pl;
@@ -570,8 +569,6 @@ fail:
 	return err;
 }
 
-/* Start the session at `start`: the source's answer to our JOIN with
- * FLIT_JF_LATE (late, non-NULL), or the fallback when it never came. */
 static void held_free(struct rsess *s)
 {
 	if (!s->held)
@@ -609,6 +606,9 @@ static void held_add(struct rsess *s, const uint8_t *p, const struct flit_frame_
 static void sess_start_at(struct rsess *s, uint64_t start, const char *how,
 			  const struct flit_ctl_late *late, uint64_t next);
 
+/* Start the session: where the source's answer to our JOIN with
+ * FLIT_JF_LATE says (late, non-NULL; next: its live start), or where INFO
+ * said when it never came. */
 static void sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next)
 {
 	struct flit_tp *tp = s->tp;
@@ -665,8 +665,6 @@ static void sess_start_at(struct rsess *s, uint64_t start, const char *how,
 	if (late && s->core && start < next)
 		flit_rel_rx_hb(s->rel, next, late->trail, now);
 }
-
-static void held_free(struct rsess *s);
 
 static int sess_unbind(struct rsess *s, uint32_t flags, bool leave)
 {
@@ -1816,7 +1814,7 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 			uint64_t next = flit_rel_tx_next(s->rel);
 			struct flit_ctl_late late = {
 				.trail = flit_rel_tx_trail(s->rel, now),
-				.origin = s->origin < next ? s->origin : next,
+				.origin = 0, /* next_seq starts there */
 				.age_ns = now - s->created,
 				.late_join = s->late_join,
 			};
@@ -2473,7 +2471,6 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 			s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
 	s->mode = cfg->udp_mode == FLIT_UDP_UNICAST ? FLIT_MODE_UNICAST : FLIT_MODE_MCAST;
 	s->created = now;
-	s->origin = 0;               /* next_seq starts there */
 	s->late_join = cfg->late_join;
 	s->ts = cfg->timestamps;
 	s->batching = cfg->batch;
