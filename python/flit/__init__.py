@@ -360,7 +360,33 @@ _send = _C.flit_pub_send   # one trampoline for all, never freed
 
 # ---- context --------------------------------------------------------------------
 
-class Context:
+class _Closable:
+    """What Context, Publisher and Subscriber share: a context manager, the
+    `closed` property and a close when garbage-collected (their close() is
+    idempotent; _del_ok() says when the collector may call it)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def _del_ok(self):
+        return True
+
+    def __del__(self):
+        try:
+            if self._del_ok():
+                self.close()
+        except Exception:
+            pass
+
+
+class Context(_Closable):
     """A flit context (flit_ctx): owns the transports; polled by one thread.
 
     Context(config=None, *, transports=None, config_file=None, idle_sleep=100e-6)
@@ -417,22 +443,8 @@ class Context:
         h, self._h = self._h, None
         _C.flit_ctx_close(h)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if self._h is not None and not self._polling:
-                self.close()
-        except Exception:
-            pass
-
-    @property
-    def closed(self):
-        return self._h is None
+    def _del_ok(self):
+        return self._h is not None and not self._polling
 
     def _handle(self):
         if self._h is None:
@@ -558,7 +570,7 @@ class Context:
 
 # ---- publishing ---------------------------------------------------------------------
 
-class Publisher:
+class Publisher(_Closable):
     """A source of one topic (flit_pub).  Make it with Context.publisher()."""
 
     def __init__(self, ctx, topic, *, transport=None, config=None):
@@ -589,21 +601,6 @@ class Publisher:
         self._ctx._children.pop(id(self), None)
         _C.flit_pub_close(h)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    @property
-    def closed(self):
-        return self._h is None
 
     def _handle(self):
         if self._h is None:
@@ -757,7 +754,7 @@ def _as_buffer(data):
 
 # ---- subscribing -----------------------------------------------------------------------
 
-class Subscriber:
+class Subscriber(_Closable):
     """A subscription (flit_sub).  Make it with Context.subscribe().
 
     Without a callback, messages are queued: receive(timeout) returns the
@@ -821,22 +818,8 @@ class Subscriber:
             _C.flit_sub_close(h)
         _subs.pop(self._id, None)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if not self._ctx._polling:
-                self.close()
-        except Exception:
-            pass
-
-    @property
-    def closed(self):
-        return self._h is None
+    def _del_ok(self):
+        return not self._ctx._polling
 
     @property
     def pending(self):
