@@ -9,6 +9,7 @@ Environment: FLIT_LIBRARY (the library under test), FLIT_TOOLS_DIR (the C
 tools, for the interoperability tests), FLIT_TESTBED (tools/testbed) and
 FLIT_PY_TESTBED (a 2-host testbed brought up by the caller).
 """
+import contextlib
 import itertools
 import os
 import shutil
@@ -75,6 +76,19 @@ def run_py(code, *args, timeout=60, **kw):
     """Run a Python snippet in a child process (the same interpreter, env)."""
     return subprocess.run([sys.executable, "-c", code] + [str(a) for a in args],
                           capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@contextlib.contextmanager
+def running(cmd):
+    """A child process (text pipes) for the block; killed if still running
+    when the block ends, by an assertion or otherwise."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def spawn_py(code, *args, **kw):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import flit
+from conftest import running
 
 
 def test_flit_pub_to_python_subscriber(ctx, tool, topic):
@@ -30,20 +31,14 @@ def test_flit_pub_to_python_subscriber(ctx, tool, topic):
 
 
 def test_python_publisher_to_flit_sub(ctx, tool, topic):
-    s = subprocess.Popen([tool("flit-sub"), "-t", "shm", "--count", "3", "--timeout", "20",
-                          topic + ".*"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running([tool("flit-sub"), "-t", "shm", "--count", "3", "--timeout", "20",
+                  topic + ".*"]) as s:
         pub = ctx.publisher(topic + ".py")
         assert pub.wait_receivers(1, timeout=20), "flit-sub did not attach"
         for word in (b"alpha", b"beta", b"gamma"):
             assert pub.send(word) == flit.OK
         pub.flush()
         out, err = s.communicate(timeout=30)
-    finally:
-        if s.poll() is None:
-            s.kill()
-            s.wait()
     assert s.returncode == 0, err
     lines = [l for l in out.splitlines() if " seq=" in l]
     assert len(lines) == 3, out
@@ -53,14 +48,12 @@ def test_python_publisher_to_flit_sub(ctx, tool, topic):
 
 
 def _pong_py(prefix, *extra):
-    return subprocess.Popen([sys.executable, "-m", "flit.pong", "--role", "pong",
-                             "-p", prefix, "-T", "20"] + list(extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return running([sys.executable, "-m", "flit.pong", "--role", "pong",
+                    "-p", prefix, "-T", "20"] + list(extra))
 
 
 def test_c_ping_against_python_pong(tool, topic):
-    pong = _pong_py(topic)
-    try:
+    with _pong_py(topic) as pong:
         r = subprocess.run([tool("flit-pong"), "--role", "ping", "-p", topic, "-s", "64",
                             "-n", "2000", "-w", "200", "-T", "20", "--json"],
                            capture_output=True, text=True, timeout=60)
@@ -70,17 +63,11 @@ def test_c_ping_against_python_pong(tool, topic):
         assert 0 < res["min_ns"] <= res["p50_ns"] <= res["p99_ns"]
         out, err = pong.communicate(timeout=20)
         assert pong.returncode == 0, err    # the pong saw BYE and left
-    finally:
-        if pong.poll() is None:
-            pong.kill()
-            pong.wait()
 
 
 def test_python_ping_against_c_pong(tool, topic):
-    pong = subprocess.Popen([tool("flit-pong"), "--role", "pong", "-p", topic, "-s", "32",
-                             "-T", "20"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running([tool("flit-pong"), "--role", "pong", "-p", topic, "-s", "32",
+                  "-T", "20"]) as pong:
         r = subprocess.run([sys.executable, "-m", "flit.pong", "--role", "ping", "-p", topic,
                             "-s", "32", "-n", "2000", "-w", "200", "--json"],
                            capture_output=True, text=True, timeout=60)
@@ -90,15 +77,10 @@ def test_python_ping_against_c_pong(tool, topic):
         assert 0 < res["min_ns"] <= res["p50_ns"] <= res["p99_ns"] <= res["max_ns"]
         out, err = pong.communicate(timeout=20)
         assert pong.returncode == 0, err
-    finally:
-        if pong.poll() is None:
-            pong.kill()
-            pong.wait()
 
 
 def test_python_ping_against_python_pong(topic):
-    pong = _pong_py(topic)
-    try:
+    with _pong_py(topic) as pong:
         r = subprocess.run([sys.executable, "-m", "flit.pong", "--role", "ping", "-p", topic,
                             "-n", "1000", "-w", "100"],
                            capture_output=True, text=True, timeout=60)
@@ -106,10 +88,6 @@ def test_python_ping_against_python_pong(topic):
         assert "RTT/2 in ns" in r.stdout and "\npython " in r.stdout
         pong.communicate(timeout=20)
         assert pong.returncode == 0
-    finally:
-        if pong.poll() is None:
-            pong.kill()
-            pong.wait()
 
 
 def test_pong_without_peer_times_out(topic):

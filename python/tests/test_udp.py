@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, running
 
 TESTBED = os.environ.get("FLIT_TESTBED") or os.path.join(ROOT, "tools", "testbed")
 
@@ -91,18 +91,12 @@ with flit.Context(transports="udp") as ctx:
 
 
 def test_python_publisher_to_flit_sub_over_udp(testbed, tool, topic):
-    s = subprocess.Popen(on_host(testbed, 2, [tool("flit-sub"), "-t", "udp", "--count", "3",
-                                              "--timeout", "20", topic + ".*"]),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running(on_host(testbed, 2, [tool("flit-sub"), "-t", "udp", "--count", "3",
+                                      "--timeout", "20", topic + ".*"])) as s:
         r = subprocess.run(on_host(testbed, 1, py(PUB, topic + ".py", 3)),
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         out, err = s.communicate(timeout=30)
-    finally:
-        if s.poll() is None:
-            s.kill()
-            s.wait()
     assert s.returncode == 0, err
     lines = [l for l in out.splitlines() if " seq=" in l]
     assert len(lines) == 3, out
@@ -112,19 +106,13 @@ def test_python_publisher_to_flit_sub_over_udp(testbed, tool, topic):
 
 
 def test_flit_pub_to_python_subscriber_over_udp(testbed, tool, topic):
-    s = subprocess.Popen(on_host(testbed, 2, py(SUB, topic, 3)),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running(on_host(testbed, 2, py(SUB, topic, 3))) as s:
         assert s.stdout.readline().strip() == "ready"
         r = subprocess.run(on_host(testbed, 1, [tool("flit-pub"), "-t", "udp", "-w", "1", "-T", "20",
                                                 topic, "one", "two", "three"]),
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         out, err = s.communicate(timeout=30)
-    finally:
-        if s.poll() is None:
-            s.kill()
-            s.wait()
     assert s.returncode == 0, err
     assert "got 3 bad 0 source udp:10.77.0.1:" in out, out
     assert "msg %s 0 one\nmsg %s 1 two\nmsg %s 2 three" % (topic, topic, topic) in out, out
@@ -132,18 +120,12 @@ def test_flit_pub_to_python_subscriber_over_udp(testbed, tool, topic):
 
 def test_python_to_python_over_udp(testbed, topic):
     n = 2000
-    s = subprocess.Popen(on_host(testbed, 2, py(SUB, topic + ".*", n)),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running(on_host(testbed, 2, py(SUB, topic + ".*", n))) as s:
         assert s.stdout.readline().strip() == "ready"
         r = subprocess.run(on_host(testbed, 1, py(PUB, topic + ".x", n)),
                            capture_output=True, text=True, timeout=90)
         assert r.returncode == 0, r.stderr
         out, err = s.communicate(timeout=30)
-    finally:
-        if s.poll() is None:
-            s.kill()
-            s.wait()
     assert s.returncode == 0, err
     assert "got %d bad 0 source udp:10.77.0.1:" % n in out, out
     assert "LOSS" not in out
