@@ -246,13 +246,13 @@ static struct flit_xsk *steered_xsk(bool rx_meta)
 }
 
 /* Send a flit frame from B to ADDR_A:PORT and take it from x: its view. */
-static struct flit_udp_dgram recv_one(struct flit_xsk *x, uint64_t seq)
+static struct flit_dgram recv_one(struct flit_xsk *x, uint64_t seq)
 {
 	uint8_t b[64];
 	size_t len = flit_frame(b, 0x5eed0001, seq);
 	struct sockaddr_in to = sin_of(ADDR_A, PORT);
 	int fd = udp_b(0, false);
-	struct flit_udp_dgram d;
+	struct flit_dgram d;
 	uint64_t end = tl_now_ms() + 3000, next = 0;
 	int r = 0;
 
@@ -400,7 +400,7 @@ static void steered_frame_carries_metadata_with_stamp_zero_on_veth(void **state)
 	detach_all();
 	attach_ts_or_skip();
 	xk = steered_xsk(false);
-	struct flit_udp_dgram d = recv_one(xk, 1);
+	struct flit_dgram d = recv_one(xk, 1);
 
 	/* in front of the packet (Ethernet, IPv4 without options, UDP) */
 	const struct flit_xdp_rx_meta *m =
@@ -426,7 +426,7 @@ static void without_a_hardware_stamp_frames_are_delivered_and_it_is_said_once(vo
 	assert_non_null(strstr(flit_xsk_describe(xk), "RX stamps"));
 	nwarn = 0;
 	for (uint64_t seq = 1; seq <= 3; seq++) {
-		struct flit_udp_dgram d = recv_one(xk, seq);
+		struct flit_dgram d = recv_one(xk, seq);
 		assert_int_equal(d.rx_ts_hw_ns, 0);
 		assert_int_equal(d.rx_ts_ns, 0);
 		/* read and cleared: a stale magic cannot fake the next one */
@@ -456,7 +456,7 @@ static void frames_without_metadata_are_told_apart(void **state)
 	detach_all();
 	assert_int_equal(flit_xdp_attach(ifa, FLIT_XDP_MODE_NATIVE, NULL), 0);
 	xk = steered_xsk(true);
-	struct flit_udp_dgram d = recv_one(xk, 7);
+	struct flit_dgram d = recv_one(xk, 7);
 	assert_int_equal(d.rx_ts_hw_ns, 0);
 	assert_non_null(strstr(flit_xsk_rx_ts_why(xk), "without flit's RX metadata"));
 }
@@ -617,10 +617,10 @@ static void tx_metadata_completions_carry_software_stamps(void **state)
 	int fd = udp_b(PORT + 1, true);
 	struct sockaddr_in to = sin_of(GROUP, PORT + 1);
 	uint8_t bufs[5][200];
-	struct flit_udp_dgram d[5];
+	struct flit_dgram d[5];
 	for (unsigned i = 0; i < 5; i++) {
 		tl_fill(bufs[i], 100 + i, i);
-		d[i] = (struct flit_udp_dgram){ .buf = bufs[i], .len = 100 + i, .addr = to };
+		d[i] = (struct flit_dgram){ .buf = bufs[i], .len = 100 + i, .addr = to };
 	}
 	uint64_t tai0 = now_ns(CLOCK_TAI), rt0 = now_ns(CLOCK_REALTIME);
 	unsigned sent = 0;
@@ -699,7 +699,7 @@ static void without_tx_timestamps_there_are_none(void **state)
 	struct sockaddr_in to = sin_of(GROUP, PORT + 1);
 	uint8_t b[64];
 	tl_fill(b, sizeof(b), 1);
-	struct flit_udp_dgram d = { .buf = b, .len = sizeof(b), .addr = to };
+	struct flit_dgram d = { .buf = b, .len = sizeof(b), .addr = to };
 	assert_int_equal(flit_xsk_send(xk, &d, 1, htons(PORT + 2)), 1);
 	flit_xsk_tx_service(xk);
 	assert_int_equal(flit_xsk_tx_stamps(xk, ts, 2), 0);

@@ -262,7 +262,7 @@ struct got {
 
 static unsigned xsk_recv_until(struct flit_xsk *x, struct got *g, unsigned want, unsigned ms)
 {
-	struct flit_udp_dgram d[64];
+	struct flit_dgram d[64];
 	struct sockaddr_in dst[64];
 	uint64_t end = tl_now_ms() + ms;
 	while (g->n < want && tl_now_ms() < end) {
@@ -309,12 +309,12 @@ static void xsk_send_all(struct flit_xsk *x, const struct sockaddr_in *dst, unsi
 	unsigned i = 0;
 	uint64_t end = tl_now_ms() + 2000;
 	while (i < n) {
-		struct flit_udp_dgram d[16];
+		struct flit_dgram d[16];
 		unsigned k = n - i < 16 ? n - i : 16;
 		for (unsigned j = 0; j < k; j++) {
 			uint32_t len = len_of(i + j);
 			tl_fill(bufs[j], len, first + i + j);
-			d[j] = (struct flit_udp_dgram){ .buf = bufs[j], .len = len, .addr = *dst };
+			d[j] = (struct flit_dgram){ .buf = bufs[j], .len = len, .addr = *dst };
 		}
 		int r = flit_xsk_send(x, d, k, sport);
 		if (r < 0)
@@ -389,7 +389,7 @@ static void kernel_udp_datagrams_arrive_with_payload_source_and_destination(void
 	}
 
 	/* nothing more: recv returns 0 at once */
-	struct flit_udp_dgram d[4];
+	struct flit_dgram d[4];
 	assert_int_equal(flit_xsk_recv(x, d, NULL, 4), 0);
 
 	struct flit_xsk_stats st;
@@ -451,7 +451,7 @@ static void xsk_unicast_resolves_the_neighbour_then_reaches_the_peer(void **stat
 
 	uint8_t buf[100];
 	tl_fill(buf, sizeof(buf), 0);
-	struct flit_udp_dgram d = { .buf = buf, .len = sizeof(buf), .addr = b };
+	struct flit_dgram d = { .buf = buf, .len = sizeof(buf), .addr = b };
 	uint64_t t0 = tl_now_ms();
 	int r = flit_xsk_send(x, &d, 1, htons(40002));
 	/* the table was flushed: unknown, resolution started */
@@ -502,7 +502,7 @@ static void unicast_to_a_local_address_is_refused_for_the_kernel_path(void **sta
 	(void)state;
 	struct flit_xsk *x = xsk_open();
 	uint8_t buf[8] = { 0 };
-	struct flit_udp_dgram d = { .buf = buf, .len = 8, .addr = sin_of(ADDR_A, 9) };
+	struct flit_dgram d = { .buf = buf, .len = 8, .addr = sin_of(ADDR_A, 9) };
 	assert_int_equal(flit_xsk_send(x, &d, 1, htons(1)), -EHOSTUNREACH);
 	assert_non_null(strstr(flit_errmsg(), "not reached through"));
 	d.addr = sin_of("10.98.0.1", 9);    /* no route at all */
@@ -525,7 +525,7 @@ static void max_payload_is_sent_and_one_byte_more_is_emsgsize(void **state)
 
 	static uint8_t buf[2048];
 	tl_fill(buf, mp + 1, 77);
-	struct flit_udp_dgram d[2] = {
+	struct flit_dgram d[2] = {
 		{ .buf = buf, .len = mp, .addr = sin_of(GROUP, 14800) },
 		{ .buf = buf, .len = mp + 1, .addr = sin_of(GROUP, 14800) },
 	};
@@ -673,7 +673,7 @@ static void describe_names_every_performance_choice(void **state)
 	assert_non_null(strstr(desc, "max payload 1472 B"));
 
 	/* busy poll: an empty recv drives NAPI with a syscall, counted */
-	struct flit_udp_dgram d[4];
+	struct flit_dgram d[4];
 	struct flit_xsk_stats st;
 	assert_int_equal(flit_xsk_recv(x, d, NULL, 4), 0);
 	flit_xsk_stats(x, &st);
@@ -803,10 +803,10 @@ static void send_stops_at_a_full_ring_and_counts_it(void **state)
 	struct flit_xsk *x = xsk_open_cfg(&c);
 	int fd = udp_b(15300, true, NULL);
 	static uint8_t b[40][64];
-	struct flit_udp_dgram d[40];
+	struct flit_dgram d[40];
 	for (unsigned i = 0; i < 40; i++) {
 		tl_fill(b[i], 64, i);
-		d[i] = (struct flit_udp_dgram){ .buf = b[i], .len = 64,
+		d[i] = (struct flit_dgram){ .buf = b[i], .len = 64,
 						.addr = sin_of(GROUP, 15300) };
 	}
 	assert_int_equal(flit_xsk_send(x, d, 40, htons(15300)), 16);
@@ -994,7 +994,7 @@ static void a_changed_neighbour_mac_is_picked_up_by_tx_service(void **state)
 	struct sockaddr_in b;
 	int fd = udp_b(0, false, &b);
 	uint8_t buf[64];
-	struct flit_udp_dgram d = { .buf = buf, .len = sizeof(buf), .addr = b };
+	struct flit_dgram d = { .buf = buf, .len = sizeof(buf), .addr = b };
 	uint64_t seq = 0, end = tl_now_ms() + 1000;
 	int r;
 	tl_fill(buf, sizeof(buf), seq);
@@ -1136,7 +1136,7 @@ static void one_recv_and_one_send_cost_is_printed(void **state)
 	int ufd = udp_b(0, false, NULL);
 	struct sockaddr_in to_a = sin_of(ADDR_A, 15201), mto = sin_of(GROUP, 15200);
 	uint8_t b[64], rb[128];
-	struct flit_udp_dgram d[1];
+	struct flit_dgram d[1];
 	unsigned nr = 0;
 
 	for (unsigned i = 0; i < N; i++) {
@@ -1154,7 +1154,7 @@ static void one_recv_and_one_send_cost_is_printed(void **state)
 			assert_true(r == 0 && tl_now_ms() < end);
 		}
 
-		struct flit_udp_dgram s = { .buf = b, .len = sizeof(b), .addr = mto };
+		struct flit_dgram s = { .buf = b, .len = sizeof(b), .addr = mto };
 		uint64_t t0 = now_ns();
 		assert_int_equal(flit_xsk_send(x, &s, 1, htons(15200)), 1);
 		tx[i] = now_ns() - t0;

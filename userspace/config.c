@@ -20,7 +20,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "udp/udp_io.h"
+#include "dgram/dgram.h"
 
 #define LINE_LEN_MAX 4096 /* bytes per line, without the newline */
 #define KEY_LEN_MAX  64   /* longer keys cannot name anything in the table */
@@ -244,12 +244,12 @@ static bool valid_ifname(const char *s, size_t len)
 static bool valid_impair(const char *s, size_t len)
 {
 	char b[64];
-	struct flit_udp_impair im;
+	struct flit_dgram_impair im;
 	if (len == 0)
 		return true;
 	if (!cstr(b, sizeof(b), s, len))
 		return false;
-	return flit_udp_impair_parse(b, &im) == 0;
+	return flit_dgram_impair_parse(b, &im) == 0;
 }
 
 #define FIELD(type, member) \

@@ -213,13 +213,13 @@ struct flit_tp {
 	unsigned ucast_want, res_want;
 	struct flit_xdp_path *xp;    /* xdp transport: the AF_XDP data path */
 	struct flit_xsk *xk;
-	struct flit_udp_io *xk_io;   /* impairment around xk (tests), or NULL */
+	struct flit_impair *xk_im;   /* impairment around xk (tests), or NULL */
 	struct sockaddr_in ucast_self; /* the unicast socket's address */
 	char desc[1024];             /* xdp with stamps: ~700 */
 	unsigned xk_want, xk_idle;
 	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
 	bool xk_fallback_warned;
-	struct flit_udp_dgram *dg;
+	struct flit_dgram *dg;
 	unsigned nstatic;
 	struct rsock **statics;      /* static-map multicast sockets held */
 	struct sockaddr_in *static_uc; /* static-map unicast query targets */
@@ -446,7 +446,7 @@ static void rsock_reap(struct flit_tp *tp)
 static void rx_send(struct flit_tp *tp, const void *buf, size_t len,
 		    const struct sockaddr_in *to)
 {
-	struct flit_udp_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = *to };
+	struct flit_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = *to };
 	if (tp->ucast && len)
 		flit_udp_io_send(tp->ucast, &d, 1);
 }
@@ -895,7 +895,7 @@ static void on_unknown(struct flit_tp *tp, uint32_t id, const struct sockaddr_in
 }
 
 /* One received datagram (data socket, unicast socket or resolver). */
-static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t now)
+static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now)
 {
 	const uint8_t *p = d->buf;
 	struct flit_counters *c = flit_ctx_rx_counters(tp->ctx);
@@ -1010,6 +1010,12 @@ static int on_dgram(struct flit_tp *tp, const struct flit_udp_dgram *d, uint64_t
 	}
 }
 
+/* the AF_XDP path's receive, for the impairment (flit_dgram_recv_fn) */
+static int xsk_recv_fn(void *arg, struct flit_dgram *d, unsigned n)
+{
+	return flit_xsk_recv(arg, d, NULL, n);
+}
+
 /* Receive and handle datagrams.  The batch adapts: a full batch doubles
  * the next one (up to context.udp.rx_batch), a short one shrinks it to what
  * came, so a sparse latency-bound stream pays for one receive attempt per
@@ -1021,7 +1027,9 @@ static int drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk
 
 	while (total < limit) {
 		unsigned w = *want ? *want : 1;
-		int n = xk ? flit_xsk_recv(xk, tp->dg, NULL, w) : flit_udp_io_recv(io, tp->dg, w);
+		int n = !xk ? flit_udp_io_recv(io, tp->dg, w) :
+			tp->xk_im ? flit_impair_recv(tp->xk_im, xsk_recv_fn, xk, tp->dg, w) :
+			flit_xsk_recv(xk, tp->dg, NULL, w);
 		if (n <= 0)
 			return n < 0 ? n : total;
 		for (int i = 0; i < n; i++)
@@ -1346,20 +1354,20 @@ static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len);
 
 static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 {
-	struct flit_udp_dgram d[16];
+	struct flit_dgram d[16];
 	unsigned n = 0;
 
 	if (s->tp->xk && len <= s->tp->xk_max)
 		return src_xmit_xsk(s, buf, len);
 
 	if (s->mode == FLIT_MODE_MCAST) {
-		d[0] = (struct flit_udp_dgram){ .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
+		d[0] = (struct flit_dgram){ .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
 		n = 1;
 	} else {
 		if (!s->nrcv)
 			return FLIT_NOT_CONNECTED;
 		for (unsigned i = 0; i < s->nrcv; i++) {
-			d[n++] = (struct flit_udp_dgram){ .buf = (void *)buf, .len = (uint32_t)len,
+			d[n++] = (struct flit_dgram){ .buf = (void *)buf, .len = (uint32_t)len,
 							  .addr = s->rcv[i].a };
 			if (n == 16 || i + 1 == s->nrcv) {
 				int r = flit_udp_io_send(s->io, d, n);
@@ -1383,7 +1391,7 @@ static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len)
 {
 	struct flit_xsk *xk = s->tp->xk;
-	struct flit_udp_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
+	struct flit_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
 
 	if (s->mode == FLIT_MODE_MCAST)
 		return flit_xsk_send(xk, &d, 1, s->self.sin_port) == 1 ? 0 : FLIT_BACK_PRESSURED;
@@ -2234,11 +2242,6 @@ static int udp_ts_status(const struct flit_tp *tp, struct flit_ts_status *out)
 
 /* ---- transport operations --------------------------------------------------- */
 
-static int xsk_recv_fn(void *arg, struct flit_udp_dgram *d, unsigned n)
-{
-	return flit_xsk_recv(arg, d, NULL, n);
-}
-
 static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 {
 	const struct flit_cfg_context *cc = flit_ctx_cfg(ctx);
@@ -2260,7 +2263,7 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 		.dgram_max = RX_DGRAM_MAX,
 		.timestamps = cc->udp_timestamps != FLIT_UDP_TS_OFF,
 	};
-	if (cc->udp_impair[0] && (err = flit_udp_impair_parse(cc->udp_impair, &tp->iocfg.impair)))
+	if (cc->udp_impair[0] && (err = flit_dgram_impair_parse(cc->udp_impair, &tp->iocfg.impair)))
 		goto fail;
 	if (cc->udp_interface[0]) {
 		struct ifreq ifr = { 0 };
@@ -2318,13 +2321,14 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 			goto fail;
 		if (cc->udp_impair[0]) {
 			/* tests: the same impairment as the socket path */
-			struct flit_udp_io_cfg ic = tp->iocfg;
-			ic.dgram_max = RX_DGRAM_MAX;
-			if ((err = flit_udp_io_wrap(&ic, xsk_recv_fn, tp->xk, &tp->xk_io)))
+			if ((err = flit_impair_open(&tp->iocfg.impair, tp->iocfg.batch, RX_DGRAM_MAX,
+						    &tp->xk_im))) {
+				err = flit_err_wrap(-err, "xdp");
 				goto fail;
+			}
 		}
 		snprintf(tp->desc, sizeof(tp->desc), "%s%s%s", flit_xdp_path_describe(tp->xp),
-			 tp->xk_io ? "; receive " : "", tp->xk_io ? flit_udp_io_describe(tp->xk_io) : "");
+			 tp->xk_im ? "; receive " : "", tp->xk_im ? flit_impair_describe(tp->xk_im) : "");
 		flit_info("%s", tp->desc);
 	} else {
 		snprintf(tp->desc, sizeof(tp->desc), "udp: %s", flit_udp_io_describe(tp->ucast));
@@ -2359,7 +2363,7 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 	*out = tp;
 	return 0;
 fail:
-	flit_udp_io_close(tp->xk_io);
+	flit_impair_close(tp->xk_im);
 	flit_xdp_path_close(tp->xp);
 	flit_udp_io_close(tp->ucast);
 	free(tp->dg);
@@ -2405,7 +2409,7 @@ static void udp_close(struct flit_tp *tp)
 	free(tp->found);
 	free(tp->static_uc);
 	rsock_reap(tp);
-	flit_udp_io_close(tp->xk_io);
+	flit_impair_close(tp->xk_im);
 	flit_xdp_path_close(tp->xp); /* removes our flows, filter, sockets */
 	tp->xp = NULL;
 	tp->xk = NULL;
@@ -2613,7 +2617,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	/* AF_XDP with nothing waiting: not even a clock read (a spinning
 	 * latency-bound receiver then checks a ring and returns); the timers
 	 * and the kernel sockets are looked at every XK_IDLE_POLLS of these */
-	if (tp->xk && !tp->xk_io && !flit_xsk_rx_pending(tp->xk) &&
+	if (tp->xk && !tp->xk_im && !flit_xsk_rx_pending(tp->xk) &&
 	    ++tp->xk_idle < XK_IDLE_POLLS && !tp->dirty)
 		return 0;
 	tp->xk_idle = 0;
@@ -2623,8 +2627,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	int err = 0;
 	if (tp->xk) {
 		/* AF_XDP: every flow we listen on, unicast included */
-		int n = tp->xk_io ? drain(tp, tp->xk_io, &tp->xk_want, limit, now) :
-				    drain_any(tp, NULL, tp->xk, &tp->xk_want, limit, now);
+		int n = drain_any(tp, NULL, tp->xk, &tp->xk_want, limit, now);
 		if (n > 0)
 			total += n;
 		else if (n < 0)

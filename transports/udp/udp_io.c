@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * Datagram I/O for the udp transport (see udp_io.h): a sockets backend
- * (recvmmsg/sendmmsg, MSG_DONTWAIT), an io_uring backend (liburing) and the
- * receive-side impairment layer that can wrap either.
+ * (recvmmsg/sendmmsg, MSG_DONTWAIT) and an io_uring backend (liburing),
+ * either under the receive-side impairment of dgram/ when it is on.
  *
  * Everything the steady-state path touches is allocated at open: receive
  * buffers of dgram_max bytes (one per batch entry) with their iovecs,
@@ -67,20 +67,12 @@
  * UD_SEND | j. */
 #define UD_SEND       0x10000ull
 /* Bounded retries when a receive produced nothing deliverable (all
- * truncated, dropped by impairment, or an ICMP error in the way). */
+ * truncated, or an ICMP error in the way). */
 #define RECV_TRIES    4
-/* Reorder: a held datagram is let go after this many recv calls in which
- * nothing arrived. */
-#define HOLD_IDLE_CALLS 3
 /* Post receive requests as linked chains (see uring_flush_reposts()). */
 #ifndef URING_LINK_RECVS
 #define URING_LINK_RECVS 1
 #endif
-/* Reorder: at most this many held back at once, and buffers for them plus
- * the ones handed out (views until the next call) in the same call. */
-#define HOLD_MAX      8
-#define HOLD_BUFS     (2 * HOLD_MAX)
-enum { HB_FREE, HB_HELD, HB_VIEW };
 
 /* SCM_TIMESTAMPING payload (struct scm_timestamping of linux/errqueue.h,
  * declared here to keep that header's struct timespec out of our way). */
@@ -120,41 +112,14 @@ struct uring {
 	unsigned nrepost;
 };
 
-/* A datagram held back by the reorder impairment. */
-struct held {
-	struct flit_udp_dgram d;        /* d.buf: a copy in a hold buffer */
-	unsigned left;                  /* deliveries to wait for; 0: due */
-	unsigned buf;
-};
-
-struct impair {
-	struct flit_udp_impair cfg;
-	uint64_t rng;
-	struct flit_udp_dgram *raw;     /* last backend batch, batch entries */
-	unsigned raw_n, raw_i;          /* not yet processed: raw[raw_i..raw_n) */
-	uint8_t *dupbuf;                /* batch copies, reused every call */
-	unsigned dup_used;
-	uint8_t *pendbuf[2];            /* a duplicate that did not fit in d[] */
-	struct flit_udp_dgram pend;
-	bool pend_on;
-	unsigned pend_sel;
-	struct held held[HOLD_MAX];     /* in the order they were held */
-	unsigned nheld;
-	uint8_t *holdbuf;               /* HOLD_BUFS buffers */
-	uint8_t hold_state[HOLD_BUFS];  /* HB_FREE, HB_HELD, HB_VIEW */
-	unsigned idle;
-};
-
 struct flit_udp_io {
 	int fd;
 	enum flit_udp_backend backend;
 	unsigned batch, dgram_max, stride;
 	bool timestamps;
 	bool tx_only;
-	struct impair *im;              /* NULL: impairment off */
+	struct flit_impair *im;         /* NULL: impairment off */
 	struct flit_udp_io_stats st;
-	flit_udp_recv_fn ext_fn;        /* FLIT_UDP_EXTERNAL */
-	void *ext_arg;
 
 	uint8_t *rxbuf;                 /* batch * stride */
 	struct mmsghdr *rmsg;           /* io_uring uses rmsg[i].msg_hdr */
@@ -216,7 +181,7 @@ static uint64_t ts_ns(const struct timespec *t)
 	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
 }
 
-static void parse_ts(const struct msghdr *mh, struct flit_udp_dgram *d)
+static void parse_ts(const struct msghdr *mh, struct flit_dgram *d)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING &&
@@ -231,7 +196,7 @@ static void parse_ts(const struct msghdr *mh, struct flit_udp_dgram *d)
 
 /* Fill d from receive slot i, len bytes. */
 static inline void rx_fill(struct flit_udp_io *io, unsigned i, uint32_t len,
-			   struct flit_udp_dgram *d)
+			   struct flit_dgram *d)
 {
 	d->buf = io->rxbuf + (size_t)i * io->stride;
 	d->len = len;
@@ -286,7 +251,7 @@ static int recv_failed(struct flit_udp_io *io, int e, const char *call)
 /* One datagram, no control data: recvfrom(), the kernel's cheapest receive
  * (~80 ns less per call than recvmmsg() of one here, and a spinning
  * latency-bound receiver makes one call per poll). */
-static int sock_recv1(struct flit_udp_io *io, struct flit_udp_dgram *d)
+static int sock_recv1(struct flit_udp_io *io, struct flit_dgram *d)
 {
 	for (int tries = 0; tries < RECV_TRIES; tries++) {
 		socklen_t alen = sizeof(io->raddr[0]);
@@ -309,7 +274,7 @@ static int sock_recv1(struct flit_udp_io *io, struct flit_udp_dgram *d)
 	return 0;
 }
 
-static int sock_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+static int sock_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 {
 	unsigned want = min_u(n, io->batch);
 	int out = 0;
@@ -342,7 +307,7 @@ static int sock_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned 
 	return out;
 }
 
-static int sock_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
+static int sock_send(struct flit_udp_io *io, const struct flit_dgram *d, unsigned n)
 {
 	unsigned taken = 0;
 	bool retried = false;   /* d[taken] already retried after an ICMP error */
@@ -350,7 +315,7 @@ static int sock_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, uns
 	while (taken < n) {
 		unsigned k = min_u(n - taken, io->batch);
 		for (unsigned i = 0; i < k; i++) {
-			const struct flit_udp_dgram *g = &d[taken + i];
+			const struct flit_dgram *g = &d[taken + i];
 			io->siov[i].iov_base = g->buf;
 			io->siov[i].iov_len = g->len;
 			tx_set_name(&io->smsg[i].msg_hdr, &g->addr);
@@ -552,7 +517,7 @@ static inline int uring_check_thread(struct flit_udp_io *io)
 	return 0;
 }
 
-static int uring_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+static int uring_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 {
 	struct uring *u = io->u;
 	int out = 0, err = 0;
@@ -602,7 +567,7 @@ static int uring_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned
 	return out ? out : err;
 }
 
-static int uring_send_one_direct(struct flit_udp_io *io, const struct flit_udp_dgram *g)
+static int uring_send_one_direct(struct flit_udp_io *io, const struct flit_dgram *g)
 {
 	struct msghdr mh = { 0 };
 	struct iovec iov = { g->buf, g->len };
@@ -626,7 +591,7 @@ static int uring_send_one_direct(struct flit_udp_io *io, const struct flit_udp_d
 	return -errno;
 }
 
-static int uring_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
+static int uring_send(struct flit_udp_io *io, const struct flit_dgram *d, unsigned n)
 {
 	struct uring *u = io->u;
 	unsigned taken = 0, queued = 0;
@@ -640,7 +605,7 @@ static int uring_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, un
 	if (FLIT_UNLIKELY(rc > 0))
 		return sock_send(io, d, n);
 	while (taken < n) {
-		const struct flit_udp_dgram *g = &d[taken];
+		const struct flit_dgram *g = &d[taken];
 
 		if (FLIT_UNLIKELY(g->len > u->tx_stride)) {
 			/* larger than a send slot: straight to the kernel,
@@ -812,218 +777,11 @@ static void uring_close(struct uring *u)
 	free(u);
 }
 
-/* ---- impairment ------------------------------------------------------------ */
-
-static uint64_t rng_next(uint64_t *s)
+/* the backend's receive, under the impairment (flit_dgram_recv_fn) */
+static int backend_recv(void *arg, struct flit_dgram *d, unsigned n)
 {
-	/* xorshift64* */
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-/* true with probability bp / 10000 */
-static bool rng_bp(uint64_t *s, uint32_t bp)
-{
-	return (uint32_t)(((unsigned __int128)rng_next(s) * 10000u) >> 64) < bp;
-}
-
-static uint64_t seed_mix(uint64_t seed)
-{
-	/* splitmix64 step: any seed, 0 included, gives a non-zero state */
-	uint64_t z = seed + 0x9e3779b97f4a7c15ull;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return z ? z : 0x9e3779b97f4a7c15ull;
-}
-
-static void copy_dgram(struct flit_udp_dgram *to, uint8_t *buf,
-		       const struct flit_udp_dgram *from)
-{
-	*to = *from;
-	memcpy(buf, from->buf, from->len);
-	to->buf = buf;
-}
-
-/* A datagram was delivered: every held one waits for one less. */
-static void held_tick(struct impair *im)
-{
-	for (unsigned i = 0; i < im->nheld; i++)
-		if (im->held[i].left)
-			im->held[i].left--;
-}
-
-/* Deliver the held datagrams that are due, oldest first, while there is
- * room; each delivery counts for the others. */
-static void held_flush(struct impair *im, struct flit_udp_dgram *d, unsigned n, unsigned *out)
-{
-	while (*out < n) {
-		unsigned i = 0;
-		while (i < im->nheld && im->held[i].left)
-			i++;
-		if (i == im->nheld)
-			return;
-		d[(*out)++] = im->held[i].d;
-		im->hold_state[im->held[i].buf] = HB_VIEW;
-		memmove(&im->held[i], &im->held[i + 1], (im->nheld - i - 1) * sizeof(im->held[0]));
-		im->nheld--;
-		held_tick(im);
-	}
-}
-
-/* Deliver g (a view that stays valid until the next call). */
-static void deliver(struct impair *im, struct flit_udp_dgram *d, unsigned n, unsigned *out,
-		    const struct flit_udp_dgram *g)
-{
-	d[(*out)++] = *g;
-	held_tick(im);
-	held_flush(im, d, n, out);
-}
-
-/* Hold g back for 1..8 deliveries, if there is room for it. */
-static bool hold(struct flit_udp_io *io, struct impair *im, const struct flit_udp_dgram *g)
-{
-	unsigned b = 0;
-	/* drawn first, so that the random sequence does not depend on room */
-	unsigned left = 1 + (unsigned)(rng_next(&im->rng) >> 61);
-	if (im->nheld == HOLD_MAX)
-		return false;
-	while (b < HOLD_BUFS && im->hold_state[b] != HB_FREE)
-		b++;
-	if (b == HOLD_BUFS)
-		return false;
-	struct held *h = &im->held[im->nheld++];
-	copy_dgram(&h->d, im->holdbuf + (size_t)b * io->stride, g);
-	h->buf = b;
-	h->left = left;
-	im->hold_state[b] = HB_HELD;
-	return true;
-}
-
-static int backend_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
-{
-	if (io->backend == FLIT_UDP_EXTERNAL) {
-		int r = io->ext_fn(io->ext_arg, d, n);
-		if (r > 0) {
-			io->st.rx_dgrams += (unsigned)r;
-			for (int i = 0; i < r; i++)
-				io->st.rx_bytes += d[i].len;
-		}
-		return r;
-	}
+	struct flit_udp_io *io = arg;
 	return io->backend == FLIT_UDP_URING ? uring_recv(io, d, n) : sock_recv(io, d, n);
-}
-
-static int impair_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
-{
-	struct impair *im = io->im;
-	unsigned out = 0;
-	int err = 0;
-
-	/* the views of the last call expire now */
-	im->dup_used = 0;
-	for (unsigned b = 0; b < HOLD_BUFS; b++)
-		if (im->hold_state[b] == HB_VIEW)
-			im->hold_state[b] = HB_FREE;
-	/* first what could not be delivered last time */
-	if (im->pend_on) {
-		im->pend_on = false;
-		im->pend_sel ^= 1;   /* a view now; the next one goes in the other */
-		deliver(im, d, n, &out, &im->pend);
-	}
-	held_flush(im, d, n, &out);
-
-	/* Fetch from the backend only when its last batch is used up and no
-	 * view into that batch went out in this call: the backend reuses its
-	 * buffers on the next fetch.  Fetch again (bounded) while a batch
-	 * yields nothing, so that 0 still means "nothing waiting". */
-	bool raw_out = false, got_any = false;
-	for (int tries = 0; out < n && tries < RECV_TRIES; tries++) {
-		if (im->raw_i == im->raw_n) {
-			if (raw_out)
-				break;
-			int r = backend_recv(io, im->raw, io->batch);
-			if (r < 0) {
-				err = r;
-				break;
-			}
-			im->raw_n = (unsigned)r;
-			im->raw_i = 0;
-			if (!r) {
-				/* nothing arrived: after a few such calls let
-				 * the held ones go, so none is stuck */
-				if (!got_any && im->nheld && ++im->idle >= HOLD_IDLE_CALLS) {
-					for (unsigned i = 0; i < im->nheld; i++)
-						im->held[i].left = 0;
-					held_flush(im, d, n, &out);
-					im->idle = 0;
-				}
-				break;
-			}
-			got_any = true;
-			im->idle = 0;
-		}
-		while (out < n && im->raw_i < im->raw_n) {
-			const struct flit_udp_dgram *g = &im->raw[im->raw_i++];
-			if (im->cfg.loss_bp && rng_bp(&im->rng, im->cfg.loss_bp)) {
-				io->st.impair_dropped++;
-				continue;
-			}
-			if (im->cfg.reorder_bp && rng_bp(&im->rng, im->cfg.reorder_bp) &&
-			    hold(io, im, g)) {
-				io->st.impair_reordered++;
-				continue;
-			}
-			bool dup = im->cfg.dup_bp && rng_bp(&im->rng, im->cfg.dup_bp);
-			raw_out = true;
-			deliver(im, d, n, &out, g);
-			if (!dup)
-				continue;
-			io->st.impair_duplicated++;
-			if (out < n) {
-				struct flit_udp_dgram c;
-				copy_dgram(&c, im->dupbuf + (size_t)im->dup_used++ * io->stride, g);
-				deliver(im, d, n, &out, &c);
-			} else {
-				copy_dgram(&im->pend, im->pendbuf[im->pend_sel], g);
-				im->pend_on = true;
-			}
-		}
-	}
-	return out ? (int)out : err;
-}
-
-static int impair_open(struct flit_udp_io *io, const struct flit_udp_impair *cfg)
-{
-	struct impair *im = zalloc(sizeof(*im));
-	if (!im)
-		return flit_err(ENOMEM, "udp io: impairment state");
-	io->im = im;
-	im->cfg = *cfg;
-	im->rng = seed_mix(cfg->seed);
-	im->raw = zalloc(io->batch * sizeof(*im->raw));
-	/* dup copies (batch), 2 pending, then the hold buffers */
-	im->dupbuf = aligned_alloc(64, ((size_t)io->batch + 2 + HOLD_BUFS) * io->stride);
-	if (!im->raw || !im->dupbuf)
-		return flit_err(ENOMEM, "udp io: impairment buffers");
-	uint8_t *p = im->dupbuf + (size_t)io->batch * io->stride;
-	im->pendbuf[0] = p;
-	im->pendbuf[1] = p + io->stride;
-	im->holdbuf = p + 2 * (size_t)io->stride;
-	return 0;
-}
-
-static void impair_close(struct impair *im)
-{
-	if (!im)
-		return;
-	free(im->raw);
-	free(im->dupbuf);
-	free(im);
 }
 
 /* ---- public ---------------------------------------------------------------- */
@@ -1054,13 +812,6 @@ int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg, struct flit_udp_
 	if (cfg->dgram_max < 1 || cfg->dgram_max > DGRAM_MAX) {
 		r = flit_err(EINVAL, "udp io: dgram_max %u out of range 1..%u",
 			     cfg->dgram_max, DGRAM_MAX);
-		goto fail;
-	}
-	if (cfg->impair.loss_bp > 10000 || cfg->impair.dup_bp > 10000 ||
-	    cfg->impair.reorder_bp > 10000) {
-		r = flit_err(EINVAL, "udp io: impairment above 100%% (loss %u, dup %u, reorder %u "
-			     "in 1/100 %%)", cfg->impair.loss_bp, cfg->impair.dup_bp,
-			     cfg->impair.reorder_bp);
 		goto fail;
 	}
 
@@ -1137,16 +888,14 @@ int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg, struct flit_udp_
 		snprintf(io->desc, sizeof(io->desc), "sockets");
 	}
 
-	const struct flit_udp_impair *ic = &cfg->impair;
-	if (ic->loss_bp || ic->dup_bp || ic->reorder_bp) {
-		r = impair_open(io, ic);
-		if (r < 0)
+	if (flit_dgram_impair_on(&cfg->impair)) {
+		r = flit_impair_open(&cfg->impair, io->batch, io->dgram_max, &io->im);
+		if (r < 0) {
+			r = flit_err_wrap(-r, "udp io");
 			goto fail;
+		}
 		size_t l = strlen(io->desc);
-		snprintf(io->desc + l, sizeof(io->desc) - l,
-			 ", impaired (loss %u.%02u%%, dup %u.%02u%%, reorder %u.%02u%%, seed %llu)",
-			 ic->loss_bp / 100, ic->loss_bp % 100, ic->dup_bp / 100, ic->dup_bp % 100,
-			 ic->reorder_bp / 100, ic->reorder_bp % 100, (unsigned long long)ic->seed);
+		snprintf(io->desc + l, sizeof(io->desc) - l, ", %s", flit_impair_describe(io->im));
 	}
 	*out = io;
 	return 0;
@@ -1159,50 +908,13 @@ fail:
 	return r;
 }
 
-int flit_udp_io_wrap(const struct flit_udp_io_cfg *cfg, flit_udp_recv_fn fn, void *arg,
-		     struct flit_udp_io **out)
-{
-	struct flit_udp_io *io;
-	int r;
-
-	if (!cfg || !fn || cfg->batch < 1 || cfg->batch > BATCH_MAX ||
-	    cfg->dgram_max < 1 || cfg->dgram_max > DGRAM_MAX ||
-	    cfg->impair.loss_bp > 10000 || cfg->impair.dup_bp > 10000 ||
-	    cfg->impair.reorder_bp > 10000)
-		return flit_err(EINVAL, "udp io: bad wrap configuration");
-	io = zalloc(sizeof(*io));
-	if (!io)
-		return flit_err(ENOMEM, "udp io: io object");
-	io->fd = -1;
-	io->backend = FLIT_UDP_EXTERNAL;
-	io->batch = cfg->batch;
-	io->dgram_max = cfg->dgram_max;
-	io->stride = (cfg->dgram_max + 63u) & ~63u;
-	io->ext_fn = fn;
-	io->ext_arg = arg;
-	snprintf(io->desc, sizeof(io->desc), "external");
-	const struct flit_udp_impair *ic = &cfg->impair;
-	if (ic->loss_bp || ic->dup_bp || ic->reorder_bp) {
-		if ((r = impair_open(io, ic)) < 0) {
-			flit_udp_io_close(io);
-			return r;
-		}
-		snprintf(io->desc, sizeof(io->desc),
-			 "external, impaired (loss %u.%02u%%, dup %u.%02u%%, reorder %u.%02u%%, seed %llu)",
-			 ic->loss_bp / 100, ic->loss_bp % 100, ic->dup_bp / 100, ic->dup_bp % 100,
-			 ic->reorder_bp / 100, ic->reorder_bp % 100, (unsigned long long)ic->seed);
-	}
-	*out = io;
-	return 0;
-}
-
 void flit_udp_io_close(struct flit_udp_io *io)
 {
 	if (!io)
 		return;
 	/* the ring first: the kernel must be done with our buffers */
 	uring_close(io->u);
-	impair_close(io->im);
+	flit_impair_close(io->im);
 	free(io->rxbuf);
 	free(io->rmsg);
 	free(io->riov);
@@ -1220,149 +932,35 @@ int flit_udp_io_fd(const struct flit_udp_io *io)
 	return io->fd;
 }
 
-int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d, unsigned n)
+int flit_udp_io_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 {
 	if (FLIT_UNLIKELY(!n || io->tx_only))
 		return n ? flit_err(EINVAL, "udp io: receive on a send-only io object") : 0;
 	if (FLIT_UNLIKELY(io->im != NULL))
-		return impair_recv(io, d, n);
+		return flit_impair_recv(io->im, backend_recv, io, d, n);
 	return backend_recv(io, d, n);
 }
 
-int flit_udp_io_send(struct flit_udp_io *io, const struct flit_udp_dgram *d, unsigned n)
+int flit_udp_io_send(struct flit_udp_io *io, const struct flit_dgram *d, unsigned n)
 {
 	if (FLIT_UNLIKELY(!n))
 		return 0;
-	if (FLIT_UNLIKELY(io->backend == FLIT_UDP_EXTERNAL))
-		return flit_err(EOPNOTSUPP, "udp io: send on a wrapped receive path");
 	return io->backend == FLIT_UDP_URING ? uring_send(io, d, n) : sock_send(io, d, n);
 }
 
 void flit_udp_io_stats(const struct flit_udp_io *io, struct flit_udp_io_stats *out)
 {
 	*out = io->st;
+	if (io->im) {
+		struct flit_impair_stats is;
+		flit_impair_stats(io->im, &is);
+		out->impair_dropped = is.dropped;
+		out->impair_duplicated = is.duplicated;
+		out->impair_reordered = is.reordered;
+	}
 }
 
 const char *flit_udp_io_describe(const struct flit_udp_io *io)
 {
 	return io->desc;
-}
-
-/* ---- impairment spec ------------------------------------------------------- */
-
-/* "12", "12.5", "12.34", optionally followed by '%': 0..100 -> basis points */
-static bool parse_pct(const char *s, size_t len, uint32_t *bp)
-{
-	uint32_t ip = 0, frac = 0;
-	size_t i = 0, digits = 0, fd = 0;
-
-	if (len && s[len - 1] == '%')
-		len--;
-	while (i < len && s[i] >= '0' && s[i] <= '9') {
-		ip = ip * 10 + (uint32_t)(s[i] - '0');
-		if (ip > 100)
-			return false;
-		i++;
-		digits++;
-	}
-	if (!digits)
-		return false;
-	if (i < len && s[i] == '.') {
-		i++;
-		while (i < len && s[i] >= '0' && s[i] <= '9' && fd < 2) {
-			frac = frac * 10 + (uint32_t)(s[i] - '0');
-			i++;
-			fd++;
-		}
-		if (!fd)
-			return false;
-		if (fd == 1)
-			frac *= 10;
-	}
-	if (i != len)
-		return false;
-	uint32_t v = ip * 100 + frac;
-	if (v > 10000)
-		return false;
-	*bp = v;
-	return true;
-}
-
-static bool parse_u64(const char *s, size_t len, uint64_t *v)
-{
-	uint64_t x = 0;
-	if (!len || len > 20)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		unsigned dg = (unsigned)(s[i] - '0');
-		if (x > (UINT64_MAX - dg) / 10)
-			return false;
-		x = x * 10 + dg;
-	}
-	*v = x;
-	return true;
-}
-
-int flit_udp_impair_parse(const char *s, struct flit_udp_impair *out)
-{
-	struct flit_udp_impair v = { 0 };
-	unsigned seen = 0;
-
-	if (!s || !out)
-		return flit_err(EINVAL, "udp impairment: no %s", !s ? "string" : "result");
-	const char *p = s;
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		const char *item = p;
-		size_t ilen = len;
-		/* trim blanks around the item */
-		while (ilen && (*item == ' ' || *item == '\t')) {
-			item++;
-			ilen--;
-		}
-		while (ilen && (item[ilen - 1] == ' ' || item[ilen - 1] == '\t'))
-			ilen--;
-		const char *eq = memchr(item, '=', ilen);
-		if (!ilen)
-			return flit_err(EINVAL, "udp impairment \"%s\": empty item", s);
-		if (!eq)
-			return flit_err(EINVAL, "udp impairment \"%s\": item \"%.*s\" is not key=value",
-					s, (int)ilen, item);
-		size_t klen = (size_t)(eq - item);
-		const char *val = eq + 1;
-		size_t vlen = ilen - klen - 1;
-		static const char *const keys[] = { "loss", "dup", "reorder", "seed" };
-		unsigned k = 0;
-		while (k < 4 && !(strlen(keys[k]) == klen && !memcmp(keys[k], item, klen)))
-			k++;
-		if (k == 4)
-			return flit_err(EINVAL, "udp impairment \"%s\": unknown key in \"%.*s\" "
-					"(known: loss, dup, reorder, seed)", s, (int)ilen, item);
-		if (seen & (1u << k))
-			return flit_err(EINVAL, "udp impairment \"%s\": \"%.*s\": %s given twice",
-					s, (int)ilen, item, keys[k]);
-		seen |= 1u << k;
-		bool ok;
-		switch (k) {
-		case 0: ok = parse_pct(val, vlen, &v.loss_bp); break;
-		case 1: ok = parse_pct(val, vlen, &v.dup_bp); break;
-		case 2: ok = parse_pct(val, vlen, &v.reorder_bp); break;
-		default: ok = parse_u64(val, vlen, &v.seed); break;
-		}
-		if (!ok)
-			return flit_err(EINVAL, "udp impairment \"%s\": bad value in \"%.*s\" (%s)",
-					s, (int)ilen, item,
-					k == 3 ? "want an unsigned integer"
-					       : "want a percentage 0..100 with up to two decimals");
-		if (!end)
-			break;
-		p = end + 1;
-		if (!*p)
-			return flit_err(EINVAL, "udp impairment \"%s\": empty item after the last ','", s);
-	}
-	*out = v;
-	return 0;
 }

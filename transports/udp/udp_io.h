@@ -4,9 +4,8 @@
  * backends: plain sockets (recvmmsg/sendmmsg, MSG_DONTWAIT) and io_uring
  * (liburing; IORING_SETUP_DEFER_TASKRUN + SINGLE_ISSUER where the kernel has
  * them, else plain setup, reported by flit_udp_io_describe()).  Never
- * blocks.  An optional impairment layer (loss, duplication, reordering of
- * received datagrams, seeded) wraps either backend for tests: the
- * "wrapping transport" of DESIGN.md, not an #ifdef in the real path.
+ * blocks.  The receive-side impairment of dgram/dgram.h (cfg.impair, for
+ * tests) wraps either backend.
  *
  * Receive gives views of datagrams in buffers the io object owns; they are
  * valid until the next flit_udp_io_recv() or close on the same object.
@@ -24,21 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dgram/dgram.h"
+
 enum flit_udp_backend {
 	FLIT_UDP_SOCKETS = 0,
 	FLIT_UDP_URING = 1,
-	FLIT_UDP_EXTERNAL = 2,   /* flit_udp_io_wrap(): datagrams from a function */
-};
-
-/* Receive-side impairment (all zero: off).  Probabilities in basis points
- * (1/100 %, 0..10000), per received datagram. */
-struct flit_udp_impair {
-	uint32_t loss_bp;      /* drop */
-	uint32_t dup_bp;       /* deliver twice (the second is a copy) */
-	uint32_t reorder_bp;   /* hold back and deliver after 1..8 later ones
-				* (up to 8 held at once; released anyway after
-				* a few recv calls in which nothing arrived) */
-	uint64_t seed;         /* xorshift64* seed; 0 is a seed like any other */
 };
 
 struct flit_udp_io_cfg {
@@ -51,16 +40,7 @@ struct flit_udp_io_cfg {
 	bool timestamps;       /* SO_TIMESTAMPING rx software (+hardware when
 				* the NIC has a clock and the transport enabled
 				* it with SIOCSHWTSTAMP; see rx_ts_hw_ns) */
-	struct flit_udp_impair impair;
-};
-
-struct flit_udp_dgram {
-	void *buf;
-	uint32_t len;
-	struct sockaddr_in addr;  /* recv: sender; send: destination
-				   * (sin_family 0: the connected peer) */
-	uint64_t rx_ts_ns;        /* CLOCK_REALTIME software stamp, 0 none */
-	uint64_t rx_ts_hw_ns;     /* NIC (PHC) raw hardware stamp, 0 none */
+	struct flit_dgram_impair impair;
 };
 
 /* Per io object.  rx_dgrams/rx_bytes: received from the kernel and not
@@ -87,21 +67,13 @@ int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg,
 		     struct flit_udp_io **out);
 void flit_udp_io_close(struct flit_udp_io *io);
 
-/* A receive-only io object whose datagrams come from fn (same contract as
- * flit_udp_io_recv: views valid until the next call) rather than from a
- * socket, so that the impairment layer wraps another data path too (the
- * AF_XDP one).  cfg: batch, dgram_max (the largest datagram fn hands out)
- * and impair are used.  Send fails with -EOPNOTSUPP; fd is -1. */
-typedef int (*flit_udp_recv_fn)(void *arg, struct flit_udp_dgram *d, unsigned n);
-int flit_udp_io_wrap(const struct flit_udp_io_cfg *cfg, flit_udp_recv_fn fn, void *arg,
-		     struct flit_udp_io **out);
 int flit_udp_io_fd(const struct flit_udp_io *io);
 
 /* Receive up to n datagrams without blocking: fills d[0..ret) (buf points
  * into the io object's buffers) and returns how many (0: none waiting), or
  * -errno.  A datagram larger than dgram_max is dropped and counted as
  * truncated. */
-int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d,
+int flit_udp_io_recv(struct flit_udp_io *io, struct flit_dgram *d,
 		     unsigned n);
 /* Send n datagrams (buf, len, addr) without blocking; the data is copied or
  * handed to the kernel before this returns.  Returns how many were taken
@@ -113,18 +85,12 @@ int flit_udp_io_recv(struct flit_udp_io *io, struct flit_udp_dgram *d,
  * (after one retry for ICMP errors, which may belong to an earlier one).  With io_uring, errors of datagrams already taken show up in
  * tx_errors later.  Over loopback UDP there is no back-pressure: a full
  * receiver drops, the sender never sees EAGAIN. */
-int flit_udp_io_send(struct flit_udp_io *io, const struct flit_udp_dgram *d,
+int flit_udp_io_send(struct flit_udp_io *io, const struct flit_dgram *d,
 		     unsigned n);
 void flit_udp_io_stats(const struct flit_udp_io *io,
 		       struct flit_udp_io_stats *out);
 /* "sockets", "io_uring (defer_taskrun, single_issuer)", "io_uring (plain
  * setup: ...)", with ", impaired (...)" appended when impairment is on. */
 const char *flit_udp_io_describe(const struct flit_udp_io *io);
-
-/* Parse "loss=5%,dup=1%,reorder=2.5%,seed=7" (percent 0..100 with up to
- * two decimals, '%' optional; seed a decimal integer; any subset, any
- * order, each key once).  0, or -EINVAL with a trail naming the bad item
- * (*out untouched). */
-int flit_udp_impair_parse(const char *s, struct flit_udp_impair *out);
 
 #endif /* FLIT_UDP_IO_H */

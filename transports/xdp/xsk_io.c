@@ -888,7 +888,7 @@ static inline uint64_t rx_meta_take(struct flit_xsk *x, struct xq *q, uint64_t a
 /* The receive loop; meta is a constant of each instantiation, so the one
  * without stamps carries no stamp code at all. */
 static inline __attribute__((always_inline))
-int recv_frames(struct flit_xsk *x, struct flit_udp_dgram *d,
+int recv_frames(struct flit_xsk *x, struct flit_dgram *d,
 		struct sockaddr_in *dst, unsigned n, const bool meta)
 {
 	const unsigned nq = x->nq;
@@ -946,7 +946,7 @@ int recv_frames(struct flit_xsk *x, struct flit_udp_dgram *d,
 			}
 			q->held[q->nheld++] = a & x->frame_mask;
 
-			struct flit_udp_dgram *o = &d[got];
+			struct flit_dgram *o = &d[got];
 			o->buf = (void *)pi.payload;
 			o->len = pi.len;
 			memset(&o->addr, 0, sizeof(o->addr));
@@ -973,7 +973,7 @@ int recv_frames(struct flit_xsk *x, struct flit_udp_dgram *d,
 	return (int)got;
 }
 
-int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
+int flit_xsk_recv(struct flit_xsk *x, struct flit_dgram *d,
 		  struct sockaddr_in *dst, unsigned n)
 {
 	if (FLIT_UNLIKELY(x->rx_meta))
@@ -1169,7 +1169,7 @@ static inline int neigh_mac(struct flit_xsk *x, uint32_t daddr, uint8_t mac[6])
 /* The send loop; ts is a constant of each instantiation (TX metadata
  * stamps asked for), so the one without stamps is the plain loop. */
 static inline __attribute__((always_inline))
-int send_frames(struct flit_xsk *x, const struct flit_udp_dgram *d,
+int send_frames(struct flit_xsk *x, const struct flit_dgram *d,
 		unsigned n, uint16_t sport, const bool ts)
 {
 	struct xq *q = x->txq;
@@ -1184,7 +1184,7 @@ int send_frames(struct flit_xsk *x, const struct flit_udp_dgram *d,
 	if (x->tx_nfree < n || x->tx_nfree < x->reap_below)
 		tx_reap(x);
 	for (; k < n; k++) {
-		const struct flit_udp_dgram *g = &d[k];
+		const struct flit_dgram *g = &d[k];
 		uint32_t da = g->addr.sin_addr.s_addr;
 		uint32_t idx;
 
@@ -1265,7 +1265,7 @@ int send_frames(struct flit_xsk *x, const struct flit_udp_dgram *d,
 	return k ? (int)k : err;
 }
 
-int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
+int flit_xsk_send(struct flit_xsk *x, const struct flit_dgram *d,
 		  unsigned n, uint16_t sport)
 {
 	if (FLIT_UNLIKELY(x->tx_ts))

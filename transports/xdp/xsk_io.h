@@ -6,7 +6,7 @@
  * same frames the kernel would send for a UDP socket bound to the
  * interface's address (IPv4 header and UDP checksums computed, multicast
  * MAC mapping, unicast next hop's MAC from the kernel's route and neighbour
- * tables over rtnetlink).  The datagram views are struct flit_udp_dgram, so
+ * tables over rtnetlink).  The datagram views are struct flit_dgram, so
  * the udp transport's session code handles them unchanged.
  *
  * This object never loads an XDP program (XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD):
@@ -46,7 +46,7 @@
 
 #include <flit/tstamp.h>   /* FLIT_TXTS_* */
 
-#include "udp/udp_io.h"   /* struct flit_udp_dgram */
+#include "dgram/dgram.h"   /* struct flit_dgram */
 
 enum flit_xsk_zc {
 	FLIT_XSK_ZC_AUTO = 0,   /* zero-copy if the driver has it, else copy */
@@ -162,7 +162,7 @@ uint32_t flit_xsk_max_payload(const struct flit_xsk *x);
  * back to the fill ring).  Returns how many, 0, or -errno.  dst (may be
  * NULL) receives each datagram's destination (address, port), used to tell
  * flows apart. */
-int flit_xsk_recv(struct flit_xsk *x, struct flit_udp_dgram *d,
+int flit_xsk_recv(struct flit_xsk *x, struct flit_dgram *d,
 		  struct sockaddr_in *dst, unsigned n);
 
 /* Anything waiting on a receive ring?  A few loads, no syscall: lets a
@@ -179,7 +179,7 @@ bool flit_xsk_rx_pending(struct flit_xsk *x);
  * socket instead (also what -EHOSTUNREACH means for a destination whose
  * route does not leave through this interface).  Larger than
  * flit_xsk_max_payload(): -EMSGSIZE; not AF_INET: -EDESTADDRREQ. */
-int flit_xsk_send(struct flit_xsk *x, const struct flit_udp_dgram *d,
+int flit_xsk_send(struct flit_xsk *x, const struct flit_dgram *d,
 		  unsigned n, uint16_t sport);
 
 /* Reap the completion rings and re-kick tx when frames are still pending
