@@ -188,6 +188,7 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory lib tools
 	$(Q)BUILD=$(BUILD) ROUNDS=$${ROUNDS:-5} tools/demo.sh
 	$(Q)BUILD=$(BUILD) tools/bench-shm.sh
+	$(Q)BUILD=$(BUILD) tools/bench-topics.sh
 
 # ---- Python package (python/, ctypes over libflit.so.0): a wheel, offline.
 # Debian's python3 by default: its setuptools and wheel are what deps installs.

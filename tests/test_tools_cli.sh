@@ -10,7 +10,7 @@
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 set -u
 . "$(dirname "$0")/lib.sh"
-TOOLS="flit-floor flit-pong flit-thru flit-pub flit-sub flit-load"
+TOOLS="flit-floor flit-pong flit-thru flit-pub flit-sub flit-load flit-topics"
 need_tools $TOOLS
 bg=
 on_exit '[ -n "$bg" ] && kill "$bg" 2>/dev/null'

@@ -115,7 +115,7 @@ control libflit-dev libdevel "$devdeps" \
 
 # flit-plot is a python3 script
 control flit-tools net "$(shdeps flit-tools), python3" "low-latency topic publish/subscribe tools and XDP loader
- flit-pub, flit-sub, flit-pong, flit-thru, flit-load, flit-floor, flit-stat,
+ flit-pub, flit-sub, flit-pong, flit-thru, flit-load, flit-floor, flit-stat, flit-topics,
  flit-plot, and flit-loader with its systemd unit flit-loader@IFACE.service,
  which attaches flit's XDP program to IFACE at boot and detaches it on stop."
 # tell a running systemd about the unit (no instance is enabled by default)

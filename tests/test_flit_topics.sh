@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# flit-topics as tools/bench-topics.sh and a user run it: misuse exits 2
+# with usage; pub over shm creates N topics and reports every figure (JSON
+# keys, created = N, fds and RSS grown with N); a pattern subscriber finds
+# all N of a running publisher, subscriber first and second; a subscriber
+# that cannot find them all says how many and exits 1; pub stopped by its
+# --timeout says so and exits 1; over udp across a direct testbed (root) a
+# small N is found by a pattern subscriber on the other host; and
+# tools/bench-topics.sh prints its table for a small N.
+# Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
+# timeout: 180
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+need_tools flit-topics
+
+# ---- misuse -----------------------------------------------------------------
+expect 2 flit-topics
+expect 2 flit-topics bogus
+expect 2 flit-topics sub
+expect 2 flit-topics -n 0 pub
+expect 2 flit-topics --send sub 'x.*'
+expect 2 flit-topics -p 'a*' pub
+expect 2 flit-topics pub extra
+ok "misuse exits 2 with usage"
+
+# ---- pub over shm --------------------------------------------------------------
+P=t$$.
+json() { python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); print(d[sys.argv[2]])' "$@"; }
+if expect 0 flit-topics -p "$P" -n 200 -i 0.3 --json pub; then
+	cp "$tmp/out" "$tmp/p200"
+	c=$(json "$tmp/p200" created) fds=$(json "$tmp/p200" fds) rss=$(json "$tmp/p200" rss_bytes)
+	if [ "$c" = 200 ] && [ "$fds" -ge 200 ] && [ "$rss" -gt $((100 << 20)) ] &&
+	   python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); [d[k] for k in ("create_s","us_per_topic_first","us_per_topic_last","idle_cpu_pct","idle_s","sent")]' "$tmp/p200"; then
+		ok "pub shm: 200 topics, $fds fds, RSS $((rss >> 20)) MiB, every key"
+	else
+		fail "pub shm: $(cat "$tmp/p200")"
+	fi
+fi
+[ -z "$(ls /dev/shm/flit/default/"$P"* 2>/dev/null)" ] || fail "pub left rings behind: $(ls /dev/shm/flit/default/"$P"* | head -3)"
+
+# ---- a pattern subscriber finds them, started first and second ----------------
+for order in sub-first pub-first; do
+	p="$P$order."
+	if [ $order = sub-first ]; then
+		"$D/flit-topics" -p "$p" -n 300 -T 20 --json sub "$p*" >"$tmp/sub" 2>"$tmp/sub.err" & sp=$!
+		sleep 0.3
+		"$D/flit-topics" -p "$p" -n 300 -i 0.2 -l 20 --send pub >"$tmp/pub" 2>&1 & pp=$!
+	else
+		"$D/flit-topics" -p "$p" -n 300 -i 0.2 -l 20 --send pub >"$tmp/pub" 2>&1 & pp=$!
+		sleep 1
+		"$D/flit-topics" -p "$p" -n 300 -T 20 --json sub "$p*" >"$tmp/sub" 2>"$tmp/sub.err" & sp=$!
+	fi
+	on_exit "kill $pp $sp 2>/dev/null"
+	wait $sp; rc=$?
+	kill -TERM $pp 2>/dev/null; wait $pp
+	if [ $rc -eq 0 ] && [ "$(json "$tmp/sub" found)" = 300 ] && [ "$(json "$tmp/sub" complete)" = True ]; then
+		ok "shm, $order: the pattern subscriber found all 300 in $(json "$tmp/sub" find_s) s"
+	else
+		fail "shm, $order: exit $rc: $(cat "$tmp/sub" "$tmp/sub.err")"
+	fi
+done
+
+# ---- what cannot be done is said --------------------------------------------------
+if expect 1 flit-topics -n 5 -T 0.3 sub "$P.none.*"; then
+	grep -q "found 0 of 5 topics .* (timeout)" "$tmp/out" && ok "sub: fewer than N by the timeout: exit 1, says how many" ||
+		fail "sub timeout: $(cat "$tmp/out")"
+fi
+if expect 1 flit-topics -p "${P}slow." -n 100000 -T 0.2 -i 0 pub; then
+	grep -q "stopped: stopped after 0.2 s (--timeout)" "$tmp/out" && ok "pub: stopped by --timeout, exit 1, says so" ||
+		fail "pub timeout: $(cat "$tmp/out")"
+fi
+
+# ---- udp across a testbed, and the benchmark ---------------------------------------
+[ "$(id -u)" -eq 0 ] || skip "needs root for the udp testbed (the shm checks passed)"
+tb=tt$$; tb=${tb:0:8}
+tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null || { fail "testbed up"; finish; }
+on_exit "tools/testbed down --name $tb >/dev/null 2>&1"
+U=(-t udp -C 'context.udp.interface = eth0')
+tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" "${U[@]}" -n 20 -T 20 sub 'md.*' >"$tmp/usub" 2>&1 & sp=$!
+sleep 0.3
+tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" "${U[@]}" -n 20 -i 0.2 -l 20 --send pub >"$tmp/upub" 2>&1 & pp=$!
+on_exit "kill $pp $sp 2>/dev/null"
+wait $sp; rc=$?
+kill -TERM $pp 2>/dev/null; wait $pp
+if [ $rc -eq 0 ] && grep -q "^found 20 topics of 'md.\*'" "$tmp/usub"; then ok "udp: $(cat "$tmp/usub")"
+else fail "udp: exit $rc: $(cat "$tmp/usub" "$tmp/upub")"; fi
+
+tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
+if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ]; then
+	ok "bench-topics: 4 rows, 4 JSON lines"
+else
+	fail "bench-topics: $(cat "$tmp/bench")"
+fi
+finish

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Many topics in one context, measured (tools/flit-topics): per transport
+# and N, a publishing process creates N topics md.sym00000.. (one source
+# each) and idles polling every 1 ms, while a pattern subscriber ('md.*')
+# in another process (udp, xdp: on the other host of a direct two-host
+# testbed) counts the topics it finds.  Columns: time to create all N and
+# the cost per topic in the first and the last tenth (linear: equal), file
+# descriptors, RSS, CPU of the idle publishing process, and how many of the
+# N the subscriber found within the timeout (and when it had them all).
+#
+#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp xdp"]
+#                         [-T SECONDS] [--json FILE]
+#
+# An N that cannot run here is not started, and the row says why: the RSS
+# or file descriptors the previous N measured per topic would exceed half
+# the memory available (shm: or of /dev/shm) or the fd limit, or its creation time, grown as
+# measured, would exceed the creation budget (-T, default 60 s).  Needs
+# root for udp/xdp (network namespaces).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+D=$PWD/$BUILD/tools
+NS="1 1000 10000 100000" TRANSPORTS="shm udp xdp" BUDGET=60 JSON= FIND_S=20
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+	case $1 in
+	-n) NS=$2; shift 2 ;;
+	-t) TRANSPORTS=$2; shift 2 ;;
+	-T) BUDGET=$2; shift 2 ;;
+	--json) JSON=$2; shift 2 ;;
+	-h|--help) usage 0 ;;
+	*) echo "bench-topics: unknown argument '$1'" >&2; usage ;;
+	esac
+done
+[ -x "$D/flit-topics" ] || { echo "bench-topics: $D/flit-topics not built (make tools)" >&2; exit 1; }
+tmp=$(mktemp -d /tmp/flit-bench-topics.XXXXXX)
+tb=bt$$; tb=${tb:0:8}
+up=0
+cleanup() { jobs -p | xargs -r kill 2>/dev/null; [ $up -eq 1 ] && tools/testbed down --name "$tb" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fdmax=$(ulimit -Hn)
+memavail=$(( $(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024 ))
+shmfree=$(df -B1 --output=avail /dev/shm | tail -1)
+printf '# flit-topics, %s; fd limit %s, %s GiB available, /dev/shm %s GiB free; creation budget %s s\n' \
+	"$(date -u +%F)" "$fdmax" $((memavail >> 30)) $((shmfree >> 30)) "$BUDGET"
+printf '%-5s %7s  %9s %8s %8s %7s %9s %6s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% "found by 'md.*'"
+: >"$tmp/all.json"
+
+# host H CMD...: CMD in testbed host H (udp/xdp) or here (shm)
+host() {
+	local h=$1; shift
+	# exec: the caller's $! is the tool itself, for the signal that ends it
+	if [ "$t" = shm ]; then exec "$@"; else exec tools/testbed exec --name "$tb" --host "$h" -- "$@"; fi
+}
+
+for t in $TRANSPORTS; do
+	cfg=()
+	case $t in
+	shm) ;;
+	udp|xdp)
+		if [ "$(id -u)" -ne 0 ]; then echo "$t: not run: the testbed needs root"; continue; fi
+		if [ $up -eq 0 ]; then
+			tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
+			up=1
+		fi
+		cfg=(-C context.udp.interface=eth0) ;;
+	*) echo "bench-topics: unknown transport '$t'" >&2; exit 2 ;;
+	esac
+	prev_n=0 prev_rss=0 prev_fds=0 prev_s=0
+	for n in $NS; do
+		why=
+		# extrapolated from the last N of 100 or more (below that the
+		# process's own size and start-up would dominate)
+		if [ "$prev_n" -ge 100 ]; then
+			rss_need=$(( prev_rss / prev_n * n ))
+			fds_need=$(( prev_fds * n / prev_n ))
+			s_need=$(awk -v s="$prev_s" -v a="$prev_n" -v b="$n" 'BEGIN { printf "%d", s * b / a }')
+			room=$memavail
+			[ "$t" = shm ] && [ "$shmfree" -lt "$room" ] && room=$shmfree   # the rings live in /dev/shm
+			if [ "$rss_need" -gt $((room / 2)) ]; then
+				why="would need ~$((rss_need >> 30)) GiB ($((prev_rss / prev_n >> 10)) KiB per topic at $prev_n)"
+			elif [ "$fds_need" -gt "$fdmax" ]; then
+				why="would need ~$fds_need fds (limit $fdmax; $prev_fds at $prev_n)"
+			elif [ "$s_need" -gt "$BUDGET" ]; then
+				why="would take ~${s_need} s to create, more than -T $BUDGET ($(printf '%.1f' "$prev_s") s at $prev_n)"
+			fi
+		fi
+		if [ -n "$why" ]; then
+			printf '%-5s %7s  not run: %s\n' "$t" "$n" "$why"
+			printf '{"tool":"bench-topics","transport":"%s","topics":%s,"not_run":"%s"}\n' "$t" "$n" "$why" >>"$tmp/all.json"
+			continue
+		fi
+		# the subscriber first (it finds the topics as they come), then
+		# the publisher, which stays up until the subscriber is done
+		rm -f "$tmp/sub.json" "$tmp/pub.json"
+		host 2 "$D/flit-topics" -t "$t" "${cfg[@]}" -n "$n" -T $((BUDGET + FIND_S)) --json sub 'md.*' \
+			>"$tmp/sub.json" 2>"$tmp/sub.err" &
+		sp=$!
+		sleep 0.3
+		host 1 "$D/flit-topics" -t "$t" "${cfg[@]}" -n "$n" -T "$BUDGET" -i 2 -l $((BUDGET + FIND_S)) --send --json pub \
+			>"$tmp/pub.json" 2>"$tmp/pub.err" &
+		pp=$!
+		wait "$sp" || true
+		# the publisher's line comes after its idle measurement
+		for ((i = 0; i < 200; i++)); do
+			[ -s "$tmp/pub.json" ] && break
+			kill -0 "$pp" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -TERM "$pp" 2>/dev/null || true
+		wait "$pp" || true
+		if [ ! -s "$tmp/pub.json" ]; then
+			printf '%-5s %7s  failed: %s\n' "$t" "$n" "$(tail -1 "$tmp/pub.err")"
+			continue
+		fi
+		python3 - "$tmp/pub.json" "$tmp/sub.json" "$t" "$n" >>"$tmp/all.json" <<'EOF'
+import json, sys
+p = json.loads(open(sys.argv[1]).read().splitlines()[0])
+try:
+    s = json.loads(open(sys.argv[2]).read().splitlines()[0])
+except Exception:
+    s = {}
+found = (f"{s['found']} of {s['topics']}" + (f", all in {s['find_s']:.2f} s" if s.get('complete') else f" in {s['find_s']:.0f} s")) if s else "?"
+line = (f"{p['transport']:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
+        f"{p['us_per_topic_last']:>8.1f} {p['fds']:>7} {p['rss_bytes'] / 1048576:>9.1f} {p['idle_cpu_pct']:>6.1f}  {found}")
+if p['created'] != p['topics']:
+    line += f"\n{'':14}created {p['created']}: {p.get('error', '')}"
+sys.stderr.write(line + "\n")
+print(json.dumps({"tool": "bench-topics", "pub": p, "sub": s}))
+EOF
+		prev_n=$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0)' "$tmp/pub.json")
+		read -r prev_rss prev_fds prev_s < <(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")
+		[ "$prev_n" -gt 0 ] || break   # it could not create them all: no larger N
+	done
+done 2>&1
+[ -n "$JSON" ] && cp "$tmp/all.json" "$JSON" && echo "# JSON: $JSON"
+exit 0

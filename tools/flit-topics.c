@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * flit-topics: what many topics cost one context, measured the way a
+ * market-data user meets it (one source per instrument).
+ *
+ *   pub: creates N publishers of topics PREFIX00000, PREFIX00001, ... in one
+ *        context, then idles polling every 1 ms; reports the time to create
+ *        them (and per topic at the start and at the end: is it linear?),
+ *        file descriptors, RSS and the CPU of the idle process.
+ *   sub PATTERN: subscribes to PATTERN and reports when N distinct topics
+ *        were found (a BOS or a message of each), or how many by the timeout.
+ *
+ * tools/bench-topics.sh runs both per transport for N = 1 .. 100,000.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static const char usage[] =
+"Usage: flit-topics [-t TRANSPORT] [options] pub\n"
+"       flit-topics [-t TRANSPORT] [options] sub PATTERN\n"
+"What many topics cost one context.\n"
+"\n"
+"pub: create N publishers of topics PREFIX00000.. in one context, then idle,\n"
+"     polling every 1 ms: time to create (and per topic, first and last tenth),\n"
+"     file descriptors, RSS, CPU of the idle process.\n"
+"sub: subscribe to PATTERN until N distinct topics are found (a BOS or a\n"
+"     message of each) or the timeout: time to find them, or how many.\n"
+"\n"
+"  -t, --transport T    shm (default), udp, xdp, rdma\n"
+"  -n, --topics N       topics (default 1000; k, M suffixes)\n"
+"  -p, --prefix P       topic prefix (default md.sym)\n"
+"  -i, --idle S         pub: seconds of idling measured (default 2)\n"
+"  -l, --linger S       pub: seconds to stay up after the measurement, so\n"
+"                       that subscribers can find the topics (default 0;\n"
+"                       SIGINT/SIGTERM end it early)\n"
+"  -s, --send           pub: one message on every topic after creating them\n"
+"  -T, --timeout S      pub: stop creating after S seconds (default 60);\n"
+"                       sub: give up after S seconds (default 20)\n"
+"  -C, --config LINE    a config line for the context (repeatable)\n"
+"      --json           one JSON object on stdout\n"
+"  -v, --verbose        library messages (-vv: debug)\n"
+"  -h, --help           this text\n"
+"\n"
+"The soft limit of open files is raised to the hard one (ulimit -Hn).\n"
+"pub ends 1 when it could not create all N (the result says where and why);\n"
+"sub ends 1 when it found fewer than N by the timeout.\n"
+"Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
+
+struct options {
+	const char *transport, *prefix, *pattern;
+	bool sub, send, json;
+	uint64_t n;
+	double idle_s, linger_s, timeout_s;
+	struct tool_config config;
+	int verbose;
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static double now_s(void)
+{
+	return (double)flit_monotonic_raw_ns() / 1e9;
+}
+
+static unsigned count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	if (!d)
+		return 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n > 3 ? n - 3 : 0;   /* ".", "..", and the directory's own fd */
+}
+
+static uint64_t rss_bytes(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static void topic_name(char *buf, size_t len, const char *prefix, uint64_t i, uint64_t n)
+{
+	int w = n > 100000 ? (int)snprintf(NULL, 0, "%llu", (unsigned long long)(n - 1)) : 5;
+	snprintf(buf, len, "%s%0*llu", prefix, w, (unsigned long long)i);
+}
+
+/* ---- pub ------------------------------------------------------------------- */
+
+static int run_pub(const struct options *o, flit_ctx *ctx)
+{
+	flit_pub **pubs = calloc(o->n, sizeof(*pubs));
+	char topic[FLIT_TOPIC_MAX + 1], why[512] = "";
+	uint64_t made = 0, tenth = o->n >= 10 ? o->n / 10 : 1;
+	double t0 = now_s(), t_first = 0, t_last0 = 0, t_end;
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport);
+
+	if (!pubs)
+		tool_fail("no memory for %llu publishers", (unsigned long long)o->n);
+	for (; made < o->n && !stop; made++) {
+		if (made == o->n - tenth)
+			t_last0 = now_s();
+		topic_name(topic, sizeof(topic), o->prefix, made, o->n);
+		pubs[made] = flit_pub_new(ctx, topic, &popts);
+		if (!pubs[made]) {
+			snprintf(why, sizeof(why), "publisher %llu ('%s'): %s",
+				 (unsigned long long)made, topic, flit_errmsg());
+			break;
+		}
+		if (made + 1 == tenth)
+			t_first = now_s() - t0;
+		if ((made & 255) == 255) {
+			flit_ctx_poll(ctx, 0);
+			if (now_s() - t0 > o->timeout_s) {
+				made++;
+				snprintf(why, sizeof(why), "stopped after %g s (--timeout)", o->timeout_s);
+				break;
+			}
+		}
+	}
+	t_end = now_s();
+	if (stop && !why[0])
+		snprintf(why, sizeof(why), "interrupted");
+	double create_s = t_end - t0;
+	double us_first = made >= tenth ? t_first * 1e6 / (double)tenth : 0;
+	double us_last = made == o->n && t_last0 ? (t_end - t_last0) * 1e6 / (double)tenth : 0;
+	unsigned fds = count_fds();
+
+	uint64_t sent = 0;
+	for (uint64_t i = 0; o->send && i < made && !stop; i++) {
+		uint64_t v = i;
+		for (int tries = 0; tries < 1000; tries++) {
+			int rc = flit_pub_send(pubs[i], &v, sizeof(v));
+			if (rc == FLIT_OK) {
+				sent++;
+				break;
+			}
+			if (rc < 0)
+				break;
+			flit_ctx_poll(ctx, 0);
+			tool_sleep_us(100);
+		}
+		if ((i & 255) == 255)
+			flit_ctx_poll(ctx, 0);
+	}
+
+	/* the idle process: polling every 1 ms, as an application's loop */
+	double c0 = cpu_s(), w0 = now_s();
+	while (!stop && now_s() - w0 < o->idle_s) {
+		flit_ctx_poll(ctx, 0);
+		tool_sleep_us(1000);
+	}
+	double idle_wall = now_s() - w0, idle_cpu = cpu_s() - c0;
+	double cpu_pct = idle_wall > 0 ? 100.0 * idle_cpu / idle_wall : 0;
+	uint64_t rss = rss_bytes();
+
+	if (o->json) {
+		printf("{\"tool\":\"flit-topics\",\"mode\":\"pub\",\"transport\":\"%s\",\"topics\":%llu,"
+		       "\"created\":%llu,\"create_s\":%.4f,\"us_per_topic_first\":%.2f,"
+		       "\"us_per_topic_last\":%.2f,\"fds\":%u,\"rss_bytes\":%llu,\"idle_s\":%.2f,"
+		       "\"idle_cpu_pct\":%.2f,\"sent\":%llu",
+		       o->transport, (unsigned long long)o->n, (unsigned long long)made, create_s,
+		       us_first, us_last, fds, (unsigned long long)rss, idle_wall, cpu_pct,
+		       (unsigned long long)sent);
+		if (why[0]) {
+			printf(",\"error\":\"");
+			for (const char *p = why; *p; p++)
+				printf(*p == '"' || *p == '\\' ? "\\%c" : (unsigned char)*p < 32 ? " " : "%c", *p);
+			printf("\"");
+		}
+		printf("}\n");
+	} else {
+		printf("# flit-topics pub: %s, %llu topics '%s...'\n", o->transport,
+		       (unsigned long long)o->n, o->prefix);
+		printf("created %llu of %llu in %.3f s (%.1f us/topic for the first tenth, %.1f for the last)\n",
+		       (unsigned long long)made, (unsigned long long)o->n, create_s, us_first, us_last);
+		if (why[0])
+			printf("stopped: %s\n", why);
+		printf("%u fds, RSS %.1f MiB, idle CPU %.2f %% of a core over %.1f s%s\n", fds,
+		       (double)rss / 1048576.0, cpu_pct, idle_wall,
+		       o->send ? "" : "");
+		if (o->send)
+			printf("sent one message on %llu topics\n", (unsigned long long)sent);
+	}
+	fflush(stdout);
+
+	double l0 = now_s();
+	while (!stop && now_s() - l0 < o->linger_s) {
+		flit_ctx_poll(ctx, 0);
+		tool_sleep_us(1000);
+	}
+	for (uint64_t i = 0; i < made; i++)
+		flit_pub_close(pubs[i]);
+	free(pubs);
+	return made == o->n ? 0 : 1;
+}
+
+/* ---- sub ------------------------------------------------------------------- */
+
+struct seen {
+	uint64_t *h;            /* open addressing, 0 free */
+	uint64_t cap, n;
+	double t0, t_all;
+	uint64_t want, msgs;
+};
+
+static uint64_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct seen *s = arg;
+	(void)sub;
+	if (m->kind == FLIT_MSG_DATA)
+		s->msgs++;
+	if (m->kind != FLIT_MSG_DATA && m->kind != FLIT_MSG_BOS)
+		return;
+	uint64_t h = hash(m->topic), i = h & (s->cap - 1);
+	while (s->h[i] && s->h[i] != h)
+		i = (i + 1) & (s->cap - 1);
+	if (s->h[i])
+		return;
+	s->h[i] = h;
+	if (++s->n == s->want)
+		s->t_all = now_s();
+}
+
+static int run_sub(const struct options *o, flit_ctx *ctx)
+{
+	struct seen s = { .want = o->n };
+	for (s.cap = 1024; s.cap < 2 * o->n; s.cap *= 2)
+		;
+	s.h = calloc(s.cap, sizeof(*s.h));
+	if (!s.h)
+		tool_fail("no memory for %llu topics", (unsigned long long)o->n);
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = on_msg, .arg = &s,
+		  .pattern = strpbrk(o->pattern, "*?[") != NULL);
+	s.t0 = now_s();
+	flit_sub *sub = flit_sub_new(ctx, o->pattern, &sopts);
+	if (!sub)
+		tool_fail("subscribing to '%s' on %s: %s", o->pattern, o->transport, flit_errmsg());
+	while (!stop && s.n < s.want && now_s() - s.t0 < o->timeout_s) {
+		if (flit_ctx_poll(ctx, 0) <= 0)
+			tool_sleep_us(200);
+	}
+	double find_s = s.n >= s.want ? s.t_all - s.t0 : now_s() - s.t0;
+	if (o->json)
+		printf("{\"tool\":\"flit-topics\",\"mode\":\"sub\",\"transport\":\"%s\",\"pattern\":\"%s\","
+		       "\"topics\":%llu,\"found\":%llu,\"find_s\":%.4f,\"complete\":%s,\"msgs\":%llu}\n",
+		       o->transport, o->pattern, (unsigned long long)o->n, (unsigned long long)s.n,
+		       find_s, s.n >= s.want ? "true" : "false", (unsigned long long)s.msgs);
+	else if (s.n >= s.want)
+		printf("found %llu topics of '%s' in %.3f s (%llu messages)\n", (unsigned long long)s.n,
+		       o->pattern, find_s, (unsigned long long)s.msgs);
+	else
+		printf("found %llu of %llu topics of '%s' in %.3f s%s\n", (unsigned long long)s.n,
+		       (unsigned long long)s.want, o->pattern, find_s, stop ? " (interrupted)" : " (timeout)");
+	fflush(stdout);
+	flit_sub_close(sub);
+	free(s.h);
+	return s.n >= s.want ? 0 : 1;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static void parse(int argc, char **argv, struct options *o)
+{
+	enum { OPT_JSON = 256 };
+	static const struct option longopts[] = {
+		{ "transport", required_argument, NULL, 't' },
+		{ "topics",    required_argument, NULL, 'n' },
+		{ "prefix",    required_argument, NULL, 'p' },
+		{ "idle",      required_argument, NULL, 'i' },
+		{ "linger",    required_argument, NULL, 'l' },
+		{ "send",      no_argument,       NULL, 's' },
+		{ "timeout",   required_argument, NULL, 'T' },
+		{ "config",    required_argument, NULL, 'C' },
+		{ "json",      no_argument,       NULL, OPT_JSON },
+		{ "verbose",   no_argument,       NULL, 'v' },
+		{ "help",      no_argument,       NULL, 'h' },
+		{ 0 }
+	};
+	const char *cfg[TOOL_CONFIG_LINES];
+	int opt, ncfg = 0;
+	bool timeout_set = false;
+
+	*o = (struct options){ .transport = "shm", .prefix = "md.sym", .n = 1000, .idle_s = 2 };
+	while ((opt = getopt_long(argc, argv, ":t:n:p:i:l:sT:C:vh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 't': o->transport = tool_parse_transport(optarg); break;
+		case 'n': o->n = tool_parse_count("topic count", optarg, 1, 10000000); break;
+		case 'p': o->prefix = optarg; break;
+		case 'i': o->idle_s = tool_parse_seconds("idle", optarg, 0, 3600); break;
+		case 'l': o->linger_s = tool_parse_seconds("linger", optarg, 0, 86400); break;
+		case 's': o->send = true; break;
+		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400);
+			  timeout_set = true; break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
+		case OPT_JSON: o->json = true; break;
+		case 'v': o->verbose++; break;
+		case 'h': tool_help_exit();
+		default: tool_getopt_error(opt, argv);
+		}
+	}
+	if (optind >= argc)
+		tool_usage_exit("missing pub or sub");
+	const char *mode = argv[optind++];
+	if (!strcmp(mode, "sub")) {
+		o->sub = true;
+		if (optind >= argc)
+			tool_usage_exit("sub: missing PATTERN");
+		o->pattern = argv[optind++];
+		if (!*o->pattern || strlen(o->pattern) > FLIT_TOPIC_MAX)
+			tool_usage_exit("bad PATTERN: 1..%d bytes", FLIT_TOPIC_MAX);
+		if (o->send || o->linger_s > 0)
+			tool_usage_exit("--send and --linger are for pub");
+	} else if (strcmp(mode, "pub")) {
+		tool_usage_exit("unknown mode '%s' (pub or sub)", mode);
+	}
+	if (optind < argc)
+		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (!o->sub && (!*o->prefix || strpbrk(o->prefix, "*?[") ||
+			strlen(o->prefix) + 8 > FLIT_TOPIC_MAX))
+		tool_usage_exit("bad prefix '%s': 1..%d bytes, no pattern characters",
+				o->prefix, FLIT_TOPIC_MAX - 8);
+	if (!timeout_set)
+		o->timeout_s = o->sub ? 20 : 60;
+	tool_config_init(&o->config);
+	tool_config_add(&o->config, "context.transports = %s", o->transport);
+	for (int i = 0; i < ncfg; i++)
+		tool_config_add_user(&o->config, cfg[i], o->sub ? "receiver" : "source");
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct sigaction sa = { .sa_handler = on_signal };
+	char err[768];
+
+	tool_init("flit-topics", usage);
+	parse(argc, argv, &o);
+	tool_set_verbose(o.verbose);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	/* the soft fd limit up to the hard one: measure what the transport
+	 * costs, not the shell's default of 1024 */
+	struct rlimit nof;
+	if (getrlimit(RLIMIT_NOFILE, &nof) == 0 && nof.rlim_cur < nof.rlim_max) {
+		nof.rlim_cur = nof.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nof);
+	}
+	tool_net_check(o.transport, &o.config, NULL);
+	flit_ctx *ctx = tool_ctx_new(&o.config, err, sizeof(err));
+	if (!ctx)
+		tool_fail("creating the context: %s", err);
+	int rc = o.sub ? run_sub(&o, ctx) : run_pub(&o, ctx);
+	flit_ctx_close(ctx);
+	return rc;
+}
