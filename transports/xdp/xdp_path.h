@@ -2,10 +2,10 @@
 /*
  * The xdp transport's hold on one interface: the steering program (attached
  * by flit-loader, or by the context itself), its maps, and the AF_XDP
- * sockets.  The udp transport's session code (transports/udp/udp.c) runs
- * unchanged on top: it registers the flows it listens on, tells which
- * sessions nobody here wants (dropped in XDP), and receives and sends
- * datagrams through flit_xdp_path_xsk().
+ * sockets.  The session layer of the udp and xdp transports
+ * (transports/dgram/) runs unchanged on top: it registers the flows it
+ * listens on, tells which sessions nobody here wants (dropped in XDP), and
+ * receives and sends datagrams through flit_xdp_path_xsk().
  *
  * One xdp context per interface and host at a time (an rx queue takes one
  * AF_XDP socket): a second gets -EBUSY.  At open the context takes over the

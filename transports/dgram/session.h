@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The session layer of the udp and xdp transports (internal to
+ * transports/dgram/): UDP multicast (and unicast) sessions with topic
+ * resolution and NAK reliability (userspace/rel.h), in the manner of
+ * LBT-RM, over a datagram path: kernel sockets (udp) or AF_XDP (xdp).
+ *
+ * A source (one per publisher) owns one UDP socket: it sends DATA frames to
+ * its multicast group:port (or to each joined receiver in unicast mode), and
+ * receives NAKs, "who is session" queries and joins on it.  Its session is
+ * advertised on the resolver channel (a multicast group per domain) with a
+ * backoff, and whenever a query matches.  Retransmissions, NCFs, heartbeats,
+ * adverts and idle-batch flushes are the source-side service, run by a
+ * context thread (context.udp.service = thread, default) or by
+ * flit_ctx_poll() (= poll).  Sources are locked (a mutex per source) so the
+ * application's send and the service never race; the receive side belongs
+ * to the polling thread alone and takes no lock.
+ *
+ * The receive side keeps one socket per multicast group:port it listens on,
+ * one unicast socket (queries, NAKs and joins go out on it; INFO replies and
+ * unicast data come back to it), and a resolver socket that hears adverts.
+ * A session is bound when an INFO names a wanted topic: the receiver starts
+ * at the INFO's next sequence number, joins the group and sends JOIN to the
+ * source (keepalive once a second: the source counts its receivers and, in
+ * unicast mode, sends to them).
+ *
+ * The xdp transport is this code with an AF_XDP data path
+ * (transports/xdp/xdp_path.h): DATA and session control frames on the flows
+ * we listen on (the groups joined and the unicast socket's port) are
+ * steered by flit's XDP program to AF_XDP sockets and received there; DATA
+ * is sent through them (frames built byte for byte as the kernel would).
+ * The kernel sockets stay: they join the groups (IGMP, NIC filters), send
+ * NAKs, joins, queries and the service's frames, hear the resolver, and are
+ * drained at housekeeping for what XDP hands to the kernel (fragments, no
+ * socket in the slot after a detach).
+ *
+ * The files of transports/dgram/, and what each one holds:
+ *   session.h      this: the constants, the state (struct flit_tp, sources,
+ *                  remote sessions), the functions the files share (dg_*)
+ *   sockets.c      kernel sockets: set-up, multicast groups, the group:port
+ *                  sockets the receive side listens on
+ *   rx_session.c   remote sessions: bind, late join, INFO, each datagram's
+ *                  way to the reliability layer, draining a datagram path
+ *   rx_resolve.c   the receive side's resolution (queries, static maps,
+ *                  rebinding) and its timers (housekeeping)
+ *   source.c       sources: send, claim/commit, flush, counters
+ *   service.c      the source side's service (NAKs, queries, joins,
+ *                  heartbeats, adverts) and the context's service thread
+ *   transport.c    timestamps set-up, open/close, poll: the udp and xdp
+ *                  transport operations (flit_udp_ops, flit_xdp_ops)
+ *   dgram.h, impair.c  the datagram every path hands over, and the test
+ *                  impairment around any path
+ * The datagram paths themselves live with their transports: kernel
+ * sockets and io_uring in transports/udp/udp_io.h, AF_XDP in
+ * transports/xdp/xdp_path.h; neither depends on the other.
+ *
+ * Wire format: docs/PROTOCOL.md.  Settings: docs/CONFIG.md (context.udp.*,
+ * context.xdp.*, source.udp.*, receiver.udp.*).
+ */
+#ifndef FLIT_DGRAM_SESSION_H
+#define FLIT_DGRAM_SESSION_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/net_tstamp.h>
+#include <linux/sockios.h>
+
+#include <flit/tstamp.h>
+
+#include "core.h"
+#include "ctl.h"
+#include "rel.h"
+#include "txts.h"
+#include "udp/udp_io.h"     /* the kernel sockets' datagram path */
+#include "xdp/xdp_path.h"    /* the AF_XDP datagram path */
+
+#define MS  1000000ull
+#define US  1000ull
+#define RX_DGRAM_MAX   65507u
+#define CTL_BUF        2048u
+#define HOUSE_NS       (5 * MS)   /* housekeeping period when no timer is due sooner */
+#define JOIN_NS        (1000 * MS)/* receiver keepalive to its sources */
+#define LATE_WAIT_NS   (20 * MS)  /* a joining receiver waits this for LATE (doubling) */
+#define LATE_TRIES     3
+#define XK_IDLE_POLLS  32         /* xdp: empty polls between clock reads */
+#define RCV_EXPIRE_NS  (3500 * MS)/* a source forgets a silent receiver */
+#define QUERY_MIN_NS   (10 * MS)
+#define QUERY_EXACT_MAX_NS (1000 * MS)
+#define ADVERT_MIN_NS  (10 * MS)
+#define UNKNOWN_QUERY_NS (200 * MS)
+#define NUNK 16
+#define NENDED 32
+#define MAX_SOCKS 64        /* group:port sockets per context */
+#define MAX_SESS 4096       /* remote sessions known per context */
+
+#ifndef SO_BUSY_POLL
+#define SO_BUSY_POLL 46
+#endif
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef IP_MULTICAST_ALL
+#define IP_MULTICAST_ALL 49
+#endif
+
+/* ---- receive side --------------------------------------------------------- */
+
+struct rsock {                  /* a multicast group:port we listen on */
+	struct rsock *next;
+	struct in_addr group;
+	uint16_t port;
+	unsigned refs;              /* 0: closed after the current poll */
+	unsigned want;              /* adaptive receive batch */
+	struct flit_udp_io *io;
+};
+
+struct rsess {                  /* a remote source's session */
+	struct rsess *next;
+	struct flit_tp *tp;
+	uint32_t id;
+	struct sockaddr_in ctl;     /* NAKs, joins, queries go here */
+	uint8_t mode;
+	struct in_addr group;
+	uint16_t port;
+	unsigned ntopics;
+	uint32_t *tidx;
+	char **tname;
+	struct rsock *sock;         /* multicast: the socket data comes on */
+	struct flit_rx_session *core; /* bound: some subscriber wants it */
+	struct flit_rel_rx *rel;
+	const void *cur;            /* the datagram being handled (stamps) */
+	uint64_t cur_ts;
+	uint32_t cur_ts_flags;
+	uint64_t timeout_ns;
+	uint64_t last_heard, next_join;
+	/* joining: waiting for the source's LATE answer (where to start);
+	 * data that comes meanwhile is held and replayed once started */
+	bool lj_wait;
+	unsigned lj_tries;
+	uint64_t lj_at;             /* ask again (or give up) at */
+	uint64_t lj_fallback;       /* start here if the source never answers */
+	struct held *held;          /* data that came while waiting, to replay */
+	unsigned nheld, capheld;
+	size_t held_bytes;
+};
+
+/* A datagram kept while a joining receiver waits for LATE. */
+struct held { uint8_t *f; uint32_t len, count; uint64_t seq; };
+#define HELD_MAX_BYTES (4u << 20)
+
+/* ---- source side ------------------------------------------------------------ */
+
+struct urcv { struct sockaddr_in a; uint64_t expires; };
+
+/* When a source's INFO goes to the resolver channel next: ADVERT_MIN_NS
+ * after its creation, then doubling to context.udp.resolver_max_ms, and
+ * soon after a matching query (advert_soon()). */
+struct advert { uint64_t at, ivl, last; };
+
+struct udp_src {
+	struct udp_src *next;
+	struct flit_tp *tp;
+	pthread_mutex_t lock;
+	char topic[FLIT_TOPIC_MAX + 1];
+	uint32_t session;
+	int fd;
+	struct flit_udp_io *io;      /* the application thread's data sends */
+	struct sockaddr_in self;     /* bound address (port: ctl port) */
+	struct sockaddr_in dest;     /* multicast group:port */
+	uint8_t mode;
+	struct urcv *rcv;            /* joined receivers */
+	unsigned nrcv, caprcv;
+	struct flit_rel_tx *rel;
+	struct flit_ratelimit rl;
+	bool rate_on;
+	bool ts, batching;
+	uint32_t max_dgram, batch_min;
+	uint64_t batch_ivl, batch_t0;
+	uint8_t *buf;                /* the frame being built */
+	uint32_t flen;
+	uint16_t count;
+	uint64_t next_seq;           /* of the next message */
+	uint64_t created;            /* CLOCK_MONOTONIC */
+	uint32_t late_join;          /* source.late_join */
+	bool claimed;
+	uint8_t *claim_pl;
+	struct advert adv;
+	uint64_t last_direct;        /* last INFO sent straight to an asker */
+	struct flit_txts *txts;      /* transmit stamps (context.udp.tx_timestamps), or NULL */
+	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
+	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
+};
+
+/* Another transport's source (rdma) advertised on the resolver channel. */
+struct fad {
+	struct fad *next;
+	uint32_t session;
+	uint8_t mode;
+	uint32_t addr;               /* network order; 0: our address */
+	uint16_t port;
+	struct advert adv;
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+#define MAX_FOUND 1024          /* topics resolved to another transport */
+
+struct flit_tp {
+	struct flit_ctx *ctx;
+	const struct flit_cfg_context *cc;
+	uint32_t domain;
+	struct in_addr ifaddr;       /* 0: let routing choose */
+	unsigned ifindex;
+	struct flit_udp_io_cfg iocfg;
+	struct sockaddr_in resolver; /* port 0: multicast resolution off */
+	struct flit_ts_status ts;    /* what this context stamps (flit_ctx_ts_status) */
+
+	/* receive side: the polling thread only */
+	struct rsock *socks;
+	struct rsess *sess;
+	struct rsess *last;
+	struct flit_udp_io *ucast;
+	struct flit_udp_io *res_rx;
+	unsigned ucast_want, res_want;
+	struct flit_xdp_path *xp;    /* xdp transport: the AF_XDP data path */
+	struct flit_xsk *xk;
+	struct flit_impair *xk_im;   /* impairment around xk (tests), or NULL */
+	struct sockaddr_in ucast_self; /* the unicast socket's address */
+	char desc[1024];             /* xdp with stamps: ~700 */
+	unsigned xk_want, xk_idle;
+	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
+	bool xk_fallback_warned;
+	struct flit_dgram *dg;
+	unsigned nstatic;
+	struct rsock **statics;      /* static-map multicast sockets held */
+	struct sockaddr_in *static_uc; /* static-map unicast query targets */
+	unsigned nstatic_uc;
+	uint64_t next_house, query_at, query_ivl;
+	bool in_poll, dirty, want_ucast_every_poll;
+	unsigned lj_waiting;         /* sessions waiting for LATE: read ucast every poll */
+	struct { uint32_t id; uint64_t at; } unk[NUNK];
+	unsigned unk_next;
+	uint32_t ended[NENDED];
+	unsigned ended_next, nsess;
+	char **found;                /* topics another transport was given */
+	unsigned nfound;
+	uint64_t rng;
+	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
+
+	/* source side */
+	pthread_mutex_t lock;        /* srcs, res_fd, the thread's state */
+	struct udp_src *srcs;
+	struct fad *fads;            /* other transports' sources */
+	bool xk_tx_ts;               /* xdp: AF_XDP TX metadata stamps on */
+	int res_fd;                  /* hears queries for our sources */
+	int epfd, wakefd;
+	pthread_t thread;
+	bool thread_on, stop;
+	uint64_t last_poll;          /* when flit_ctx_poll() last ran (atomic) */
+	uint64_t srng;               /* the service's random numbers (tp->lock) */
+	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
+	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
+};
+
+static inline uint64_t mono(void)
+{
+	return flit_monotonic_now();
+}
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
+	x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static inline bool same_ep(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+static inline void src_lock(struct udp_src *s) { pthread_mutex_lock(&s->lock); }
+static inline void src_unlock(struct udp_src *s) { pthread_mutex_unlock(&s->lock); }
+
+/* ---- sockets.c: kernel sockets and the group:port sockets */
+int dg_udp_socket(struct flit_tp *tp, struct in_addr addr, uint16_t port,
+		      bool reuse, bool rx);
+int dg_join_group(struct flit_tp *tp, int fd, struct in_addr group);
+int dg_io_wrap(struct flit_tp *tp, int fd, bool rx, struct flit_udp_io **out);
+struct rsock *dg_rsock_get(struct flit_tp *tp, struct in_addr group, uint16_t port);
+void dg_rsock_put(struct flit_tp *tp, struct rsock *r);
+void dg_rsock_reap(struct flit_tp *tp);
+void dg_rx_send(struct flit_tp *tp, const void *buf, size_t len,
+		    const struct sockaddr_in *to);
+
+/* ---- rx_session.c: remote sessions */
+bool dg_sess_wanted(const struct rsess *s);
+void dg_send_join(struct rsess *s, uint16_t flags);
+int dg_sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t now);
+void dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next);
+int dg_sess_unbind(struct rsess *s, uint32_t flags, bool leave);
+void dg_sess_delete(struct flit_tp *tp, struct rsess *s);
+void dg_sess_ended(struct flit_tp *tp, struct rsess *s, uint64_t now);
+void dg_update_ucast_need(struct flit_tp *tp);
+const char *dg_ctl_name_str(const struct flit_ctl_name *nm, char buf[FLIT_TOPIC_MAX + 1]);
+bool dg_found_has(const struct flit_tp *tp, const char *topic);
+int dg_drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk *xk,
+		     unsigned *want, int limit, uint64_t now);
+int dg_drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
+		 int limit, uint64_t now);
+
+/* ---- rx_resolve.c: the receive side's resolution and timers */
+void dg_statics_release(struct flit_tp *tp);
+void dg_rebind(struct flit_tp *tp, uint64_t now);
+void dg_xsk_tx_stamps_route(struct flit_tp *tp);
+int dg_housekeeping(struct flit_tp *tp, uint64_t now, int limit);
+
+/* ---- source.c: sources */
+void dg_src_raw(struct udp_src *s, const void *buf, size_t len);
+int dg_src_flush_locked(struct udp_src *s, uint64_t now, bool raw);
+
+/* ---- service.c: the source side's service and the service thread */
+void dg_advert_start(struct advert *a, uint64_t now);
+uint64_t dg_service_all(struct flit_tp *tp, uint64_t now);
+void dg_wake(struct flit_tp *tp);
+void dg_thread_watch(struct flit_tp *tp, int fd);
+int dg_thread_start(struct flit_tp *tp);
+void dg_batch_cap_update(struct flit_tp *tp);
+
+/* ---- service.c: the transport operations it implements */
+int dg_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad);
+void dg_res_withdraw(struct flit_tp *tp, uint32_t session);
+
+/* ---- source.c: the transport operations it implements */
+int dg_send(struct flit_tsrc *ts, const void *data, size_t len);
+int dg_claim(struct flit_tsrc *ts, size_t len, void **buf);
+int dg_commit(struct flit_tsrc *ts, size_t len);
+int dg_abort(struct flit_tsrc *ts);
+int dg_flush(struct flit_tsrc *ts);
+int dg_receivers(struct flit_tsrc *ts);
+size_t dg_max_msg(const struct flit_tsrc *ts);
+uint64_t dg_next_seq(const struct flit_tsrc *ts);
+int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out);
+void dg_src_counters(const struct flit_tsrc *ts, struct flit_counters *c);
+
+#endif /* FLIT_DGRAM_SESSION_H */

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Sources (one per publisher today): the application's send, claim/commit,
+ * flush and batching, the data path's transmit, counters.
+ * (session.h: the state and the shared functions.)
+ */
+#include "dgram/session.h"
+
+/* ---- source side ---------------------------------------------------------------- */
+
+/* Send a frame from the service (plain syscalls: io_uring rings belong to
+ * the application's thread) to the session's destination(s). */
+void dg_src_raw(struct udp_src *s, const void *buf, size_t len)
+{
+	if (s->mode == FLIT_MODE_MCAST) {
+		if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->dest, sizeof(s->dest)) < 0)
+			flit_debug("udp: %s: send: %s", s->topic, strerror(errno));
+		else if (s->txts)
+			flit_txts_sent(s->txts, buf, len, 1);
+		return;
+	}
+	for (unsigned i = 0; i < s->nrcv; i++)
+		if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->rcv[i].a,
+			   sizeof(s->rcv[i].a)) >= 0 && s->txts)
+			flit_txts_sent(s->txts, buf, len, 1);
+}
+
+/* Send a DATA frame from the application's thread through the io backend.
+ * Returns 0, FLIT_BACK_PRESSURED (socket full: nothing sent) or
+ * FLIT_NOT_CONNECTED (unicast, no receiver). */
+static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len);
+
+static int src_xmit(struct udp_src *s, const void *buf, size_t len)
+{
+	struct flit_dgram d[16];
+	unsigned n = 0;
+
+	if (s->tp->xk && len <= s->tp->xk_max)
+		return src_xmit_xsk(s, buf, len);
+
+	if (s->mode == FLIT_MODE_MCAST) {
+		d[0] = (struct flit_dgram){ .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
+		n = 1;
+	} else {
+		if (!s->nrcv)
+			return FLIT_NOT_CONNECTED;
+		for (unsigned i = 0; i < s->nrcv; i++) {
+			d[n++] = (struct flit_dgram){ .buf = (void *)buf, .len = (uint32_t)len,
+							  .addr = s->rcv[i].a };
+			if (n == 16 || i + 1 == s->nrcv) {
+				int r = flit_udp_io_send(s->io, d, n);
+				if (FLIT_UNLIKELY(s->txts != NULL) && r > 0)
+					flit_txts_sent(s->txts, buf, len, (unsigned)r);
+				if (r <= 0 && i + 1 == n)
+					return FLIT_BACK_PRESSURED;
+				n = 0;
+			}
+		}
+		return 0;
+	}
+	int r = flit_udp_io_send(s->io, d, n);
+	if (FLIT_UNLIKELY(s->txts != NULL) && r > 0)
+		flit_txts_sent(s->txts, buf, len, (unsigned)r);
+	return r == 1 ? 0 : FLIT_BACK_PRESSURED;
+}
+
+/* src_xmit over AF_XDP: a unicast receiver whose MAC is not known yet gets
+ * this frame through the kernel (which resolves it). */
+static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len)
+{
+	struct flit_xsk *xk = s->tp->xk;
+	struct flit_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
+
+	if (s->mode == FLIT_MODE_MCAST)
+		return flit_xsk_send(xk, &d, 1, s->self.sin_port) == 1 ? 0 : FLIT_BACK_PRESSURED;
+	if (!s->nrcv)
+		return FLIT_NOT_CONNECTED;
+	unsigned sent = 0;
+	for (unsigned i = 0; i < s->nrcv; i++) {
+		d.addr = s->rcv[i].a;
+		int r = flit_xsk_send(xk, &d, 1, s->self.sin_port);
+		if (r == -EHOSTUNREACH)
+			r = flit_udp_io_send(s->io, &d, 1);
+		sent += r == 1;
+	}
+	return sent ? 0 : FLIT_BACK_PRESSURED;
+}
+
+static uint32_t max_msg_of(const struct udp_src *s)
+{
+	uint32_t room = s->max_dgram - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN - (s->ts ? FLIT_MSG_TS_LEN : 0);
+	return room & ~7u;
+}
+
+/* Send the frame being built.  Called with the lock held. */
+int dg_src_flush_locked(struct udp_src *s, uint64_t now, bool raw)
+{
+	if (!s->count)
+		return 0;
+	if (s->rate_on && !flit_rl_take(&s->rl, s->flen, now)) {
+		s->c.rate_limited++;
+		return FLIT_BACK_PRESSURED;
+	}
+	uint64_t seq = flit_ld64(s->buf + 16);
+	if (raw) {
+		dg_src_raw(s, s->buf, s->flen);
+	} else {
+		int r = src_xmit(s, s->buf, s->flen);
+		/* a batch is numbered already: if the socket refused it, it
+		 * is lost like a drop on the wire and repaired by NAK */
+		if (r == FLIT_BACK_PRESSURED)
+			s->c.back_pressured++;
+	}
+	flit_rel_tx_sent(s->rel, s->buf, s->flen, seq, s->count, now);
+	s->c.frames_sent++;
+	s->count = 0;
+	s->flen = 0;
+	return 0;
+}
+
+
+/* Room at the end of the frame being built for a message of `len` bytes:
+ * sends the frame first if the message would not fit, starts a frame if
+ * none is open.  0, FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
+static int src_make_room(struct udp_src *s, size_t len, uint64_t now)
+{
+	if (s->count && s->flen + flit_msg_wire_len(len, s->ts) > s->max_dgram) {
+		int r = dg_src_flush_locked(s, now, false);
+		if (r)
+			return r;
+	}
+	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv)
+		return FLIT_NOT_CONNECTED;
+	if (!s->count) {
+		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+		s->flen = FLIT_FRAME_HDR_LEN;
+		s->batch_t0 = now;
+	}
+	return 0;
+}
+
+/* Account the message whose payload was just written at pl; true when the
+ * frame is due to be sent (unbatched, batch_min reached, or count full). */
+static bool src_msg_done(struct udp_src *s, uint8_t *pl, uint32_t len)
+{
+	s->flen = flit_frame_end_msg(s->buf, pl, len);
+	s->count++;
+	s->next_seq++;
+	s->c.msgs_sent++;
+	s->c.bytes_sent += len;
+	return !s->batching || s->flen >= s->batch_min || s->count == UINT16_MAX;
+}
+
+int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	uint64_t now;
+	int r = 0;
+
+	if (FLIT_UNLIKELY(len > max_msg_of(s)))
+		return flit_err(EMSGSIZE, "udp: %s: message of %zu bytes exceeds %u (source.udp.max_datagram)",
+				s->topic, len, max_msg_of(s));
+	src_lock(s);
+	if (FLIT_UNLIKELY(s->claimed)) {
+		src_unlock(s);
+		return flit_err(EBUSY, "udp: %s: send during claim", s->topic);
+	}
+	now = mono();
+	uint64_t tsv = s->ts ? flit_realtime_now() : 0;
+	if (FLIT_UNLIKELY(!s->batching && s->count) && dg_src_flush_locked(s, now, false)) {
+		s->c.back_pressured++;
+		src_unlock(s);
+		return FLIT_BACK_PRESSURED;
+	}
+	if (!s->batching) {
+		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
+		uint8_t *pl = flit_frame_put_single(s->buf, s->session, s->next_seq, 0,
+						    (uint32_t)len, s->ts, tsv);
+		if (len)
+			memcpy(pl, data, len);
+		if (s->rate_on && !flit_rl_take(&s->rl, flen, now)) {
+			s->c.rate_limited++;
+			s->c.back_pressured++;
+			src_unlock(s);
+			return FLIT_BACK_PRESSURED;
+		}
+		r = src_xmit(s, s->buf, flen);
+		if (r) {
+			if (r == FLIT_BACK_PRESSURED)
+				s->c.back_pressured++;
+			src_unlock(s);
+			return r;
+		}
+		flit_rel_tx_sent(s->rel, s->buf, flen, s->next_seq, 1, now);
+		s->next_seq++;
+		s->c.msgs_sent++;
+		s->c.bytes_sent += len;
+		s->c.frames_sent++;
+		src_unlock(s);
+		return 0;
+	}
+	/* implicit batching */
+	r = src_make_room(s, len, now);
+	if (r) {
+		if (r == FLIT_BACK_PRESSURED)
+			s->c.back_pressured++;
+		src_unlock(s);
+		return r;
+	}
+	uint8_t *pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts, tsv);
+	if (len)
+		memcpy(pl, data, len);
+	if (src_msg_done(s, pl, (uint32_t)len))
+		dg_src_flush_locked(s, now, false);
+	src_unlock(s);
+	return 0;
+}
+
+int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	uint64_t now;
+
+	if (len > max_msg_of(s))
+		return flit_err(EMSGSIZE, "udp: %s: claim of %zu bytes exceeds %u", s->topic, len, max_msg_of(s));
+	src_lock(s);
+	if (s->claimed) {
+		src_unlock(s);
+		return flit_err(EBUSY, "udp: %s: already claimed", s->topic);
+	}
+	now = mono();
+	int r = src_make_room(s, len, now);
+	if (r) {
+		src_unlock(s);
+		return r;
+	}
+	s->claim_pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts,
+					 s->ts ? flit_realtime_now() : 0);
+	s->claimed = true;
+	*buf = s->claim_pl;
+	/* the caller writes the payload without the lock: the service leaves
+	 * a claimed frame alone, and sends from this thread see `claimed` */
+	src_unlock(s);
+	return 0;
+}
+
+int dg_commit(struct flit_tsrc *ts, size_t len)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	src_lock(s);
+	if (!s->claimed) {
+		src_unlock(s);
+		return flit_err(EINVAL, "udp: %s: commit without claim", s->topic);
+	}
+	uint8_t *mh = s->claim_pl - (s->ts ? 16 : 8);
+	uint32_t claimed_len = flit_ld32(mh + 4);
+	if (len > claimed_len) {
+		src_unlock(s);
+		return flit_err(EINVAL, "udp: %s: commit of %zu bytes exceeds the claim of %u",
+				s->topic, len, claimed_len);
+	}
+	flit_st32(mh + 4, (uint32_t)len);
+	s->claimed = false;
+	/* the message is numbered: if the rate limit holds the frame back,
+	 * it stays pending and goes with the next send, flush or service */
+	if (src_msg_done(s, s->claim_pl, (uint32_t)len))
+		dg_src_flush_locked(s, mono(), false);
+	src_unlock(s);
+	return 0;
+}
+
+int dg_abort(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	src_lock(s);
+	if (!s->claimed) {
+		src_unlock(s);
+		return flit_err(EINVAL, "udp: %s: abort without claim", s->topic);
+	}
+	s->claimed = false;
+	if (!s->count)
+		s->flen = 0;
+	src_unlock(s);
+	return 0;
+}
+
+int dg_flush(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	src_lock(s);
+	int r = s->claimed ? 0 : dg_src_flush_locked(s, mono(), false);
+	src_unlock(s);
+	return r;
+}
+
+int dg_receivers(struct flit_tsrc *ts)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	uint64_t now = mono();
+	int n = 0;
+	src_lock(s);
+	for (unsigned i = 0; i < s->nrcv; i++)
+		n += s->rcv[i].expires > now;
+	src_unlock(s);
+	return n;
+}
+
+size_t dg_max_msg(const struct flit_tsrc *ts)
+{
+	return max_msg_of((const struct udp_src *)ts);
+}
+
+uint64_t dg_next_seq(const struct flit_tsrc *ts)
+{
+	return ((const struct udp_src *)ts)->next_seq;
+}
+
+int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	int r;
+
+	if (!s->txts)
+		return flit_err(EOPNOTSUPP, "udp: %s: transmit stamps are off (context.udp.tx_timestamps)",
+				s->topic);
+	if (s->tp->xk_tx_ts) {
+		dg_xsk_tx_stamps_route(s->tp);
+		r = 0;
+		src_lock(s);
+	} else {
+		src_lock(s);
+		r = flit_txts_drain(s->txts, s->fd, 1024);
+	}
+	if (r >= 0)
+		r = flit_txts_lookup(s->txts, seq, out);
+	src_unlock(s);
+	if (r == -EAGAIN)
+		return flit_err(EAGAIN, "udp: %s: the transmit stamp of message %llu has not come back yet",
+				s->topic, (unsigned long long)seq);
+	if (r == -ENOENT)
+		return flit_err(ENOENT, "udp: %s: no datagram %s among the last %u sent", s->topic,
+				seq == FLIT_TX_STAMP_LATEST ? "stamped" : "carrying that message",
+				FLIT_TXTS_RING);
+	return r < 0 ? flit_err_wrap(-r, "udp: %s", s->topic) : 0;
+}
+
+void dg_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
+{
+	struct udp_src *s = (struct udp_src *)ts;
+	src_lock(s);
+	c->msgs_sent += s->c.msgs_sent;
+	c->bytes_sent += s->c.bytes_sent;
+	c->frames_sent += s->c.frames_sent;
+	c->back_pressured += s->c.back_pressured;
+	c->naks_received += s->c.naks_received;
+	c->retransmissions += s->c.retransmissions;
+	c->rate_limited += s->c.rate_limited;
+	c->malformed += s->c.malformed;
+	src_unlock(s);
+}
