@@ -9,7 +9,7 @@
 # Lines a test prints as "RESULT: ..." (the verdict of each of its parts,
 # e.g. each kernel of a matrix) are shown under its line.
 # Each test gets TEST_TIMEOUT seconds, or what a shell test's header asks
-# for with a line "# timeout: S", if that is more.
+# for with a line "# timeout: S" (in its first 80 lines), if that is more.
 set -u
 BUILD=${BUILD:-build}
 TEST_TIMEOUT=${TEST_TIMEOUT:-120}
@@ -48,7 +48,7 @@ for t in "$@"; do
   # ("# timeout: S": a suite that boots guests); never less
   tmo=$TEST_TIMEOUT
   if [ "${cmd[0]}" = bash ]; then
-    want=$(sed -n '1,40s/^# timeout: *\([0-9][0-9]*\)$/\1/p' "${cmd[1]}" | head -1)
+    want=$(sed -n '1,80s/^# timeout: *\([0-9][0-9]*\)$/\1/p' "${cmd[1]}" | head -1)
     [ -n "$want" ] && [ "$want" -gt "$tmo" ] && tmo=$want
   fi
   start=$(date +%s%N)

@@ -5,14 +5,7 @@
 #
 #   6.1      Debian 12's own kernel
 #   6.12     bookworm-backports
-#
-# and on request (FLIT_VM_KERNELS="6.1 6.12 newest"; ~3 min more under TCG):
-#   newest   trixie-backports (7.x), its test NICs zero-copy capable
-#
-# The suite runs the newest kernel by default only through
-# test_xdp_zerocopy_vm (the xdp transport there, zero-copy), and this host's
-# own kernel (6.18) through every host test: the 25-minute budget of `make
-# check` keeps the guests to the kernels the host cannot be.
+#   newest   trixie-backports (7.x): on request (test_xdp_zerocopy_vm boots it)
 #
 # Each guest has two NICs on one qemu hub (virtio-net-pci), moved into two
 # namespaces by `tools/testbed up --link direct --devices xnic1,xnic2`
