@@ -60,7 +60,7 @@ struct sub_state {
 	volatile int done;
 };
 
-static void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
+static inline void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
 {
 	struct sub_state *st = arg;
 	uint64_t seq;
@@ -126,7 +126,7 @@ static void sub_cb(flit_sub *s, const struct flit_msg *m, void *arg)
 }
 
 /* A context on the network transport (NULL: the default one). */
-static flit_ctx *net_ctx_on(const char *transport, const char *cfg)
+static inline flit_ctx *net_ctx_on(const char *transport, const char *cfg)
 {
 	char b[1024];
 	transport = transport ? transport : nt_default();
@@ -141,7 +141,7 @@ static inline flit_ctx *net_ctx(const char *cfg)
 }
 
 /* Child: subscribe in host `host`, report through fd. */
-static void sub_main(int host, const char *transport, const char *topic, bool pattern,
+static inline void sub_main(int host, const char *transport, const char *topic, bool pattern,
 		     uint64_t n, const char *cfg, int fd, unsigned timeout_ms)
 {
 	struct sub_state st = { .n = n, .t0 = tl_now_ms() };
@@ -198,7 +198,7 @@ struct pub_args {
 
 /* Child: publish n messages, then serve NAKs until the parent says stop
  * (closes `stop`). */
-static void pub_main(const struct pub_args *a, int stop)
+static inline void pub_main(const struct pub_args *a, int stop)
 {
 	unsigned char buf[2048];
 	if (tb_enter(tb, a->host))
@@ -259,7 +259,7 @@ struct sub_spec {
 
 /* Fork a subscriber for spec; its result comes on rp[0] (rp[1] is closed
  * here). */
-static pid_t sub_start(const struct sub_spec *ss, uint64_t n, int rp[2], unsigned timeout_ms)
+static inline pid_t sub_start(const struct sub_spec *ss, uint64_t n, int rp[2], unsigned timeout_ms)
 {
 	assert_int_equal(pipe(rp), 0);
 	pid_t pid = tl_fork();
@@ -272,7 +272,7 @@ static pid_t sub_start(const struct sub_spec *ss, uint64_t n, int rp[2], unsigne
 }
 
 /* Run one publisher and nsubs subscribers; results in res[]. */
-static void run(const struct pub_args *pa, const struct sub_spec *ss, int nsubs,
+static inline void run(const struct pub_args *pa, const struct sub_spec *ss, int nsubs,
 		struct sub_result *res, unsigned timeout_ms)
 {
 	int rp[8][2], stop[2];
@@ -321,7 +321,7 @@ static void run(const struct pub_args *pa, const struct sub_spec *ss, int nsubs,
 }
 
 /* Every message exactly once in order, or in a reported loss range. */
-static void check_result(const struct sub_result *r, uint64_t n, bool allow_loss, const char *what)
+static inline void check_result(const struct sub_result *r, uint64_t n, bool allow_loss, const char *what)
 {
 	printf("# %s: delivered %llu lost %llu (%llu events) retx %llu first %llu naks %llu "
 	       "dups %llu malformed %llu foreign %llu\n", what,

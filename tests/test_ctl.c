@@ -88,6 +88,21 @@ static const uint8_t golden_info[88] = {
 	'n', 'e', 'w', 's', 0x00, 0x00, 0x00, 0x00,
 };
 
+static const uint8_t golden_info_page[96] = {
+	0x46, 0x4c, 0x01, 0x05, 0x01, 0x00, 0x02, 0x00, /* INFO, PAGE, count 2 */
+	0x60, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, /* len 96, session */
+	0xe8, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* seq 1000 */
+	0xde, 0x5b, 0x3b, 0x93, 0x01, 0x00, 0xc0, 0x5d, /* domain, MCAST, 0, 24000 */
+	0xef, 0x01, 0x02, 0x03, 0xc0, 0xa8, 0x01, 0x0a, /* 239.1.2.3, 192.168.1.10 */
+	0xc1, 0x5d, 0x00, 0x00, 0x92, 0x10, 0x00, 0x00, /* 24001, 0, pid 4242 */
+	0x2c, 0x01, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x00, /* idx 300, EXACT, 0, len 11 */
+	'm', 'd', '.', 's', 'y', 'm', '0', '0',
+	'3', '0', '0', 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x2d, 0x01, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x00, /* idx 301, EXACT, 0, len 11 */
+	'm', 'd', '.', 's', 'y', 'm', '0', '0',
+	'3', '0', '1', 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
 static const uint8_t golden_query[72] = {
 	0x46, 0x4c, 0x01, 0x06, 0x00, 0x00, 0x02, 0x00, /* QUERY, count 2 */
 	0x48, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* len 72, session 0 */
@@ -167,6 +182,15 @@ static size_t enc_info(void *b, size_t cap)
 	struct flit_ctl_info i = g_info();
 	return flit_ctl_info_encode(b, cap, SESSION, 1000, &i, g_topics, 2);
 }
+static const struct flit_ctl_name g_page[2] = {
+	{ .idx = 300, .kind = FLIT_NAME_EXACT, .len = 11, .name = "md.sym00300" },
+	{ .idx = 301, .kind = FLIT_NAME_EXACT, .len = 11, .name = "md.sym00301" },
+};
+static size_t enc_info_page(void *b, size_t cap)
+{
+	struct flit_ctl_info i = g_info();
+	return flit_ctl_info_encode_flags(b, cap, FLIT_INFOF_PAGE, SESSION, 1000, &i, g_page, 2);
+}
 static size_t enc_query(void *b, size_t cap)
 {
 	return flit_ctl_query_encode(b, cap, 0, flit_domain_id("default"),
@@ -197,6 +221,7 @@ static const struct golden goldens[] = {
 	{ "golden_nak", golden_nak, sizeof(golden_nak), FLIT_FT_NAK, enc_nak },
 	{ "golden_ncf", golden_ncf, sizeof(golden_ncf), FLIT_FT_NCF, enc_ncf },
 	{ "golden_info", golden_info, sizeof(golden_info), FLIT_FT_INFO, enc_info },
+	{ "golden_info_page", golden_info_page, sizeof(golden_info_page), FLIT_FT_INFO, enc_info_page },
 	{ "golden_query", golden_query, sizeof(golden_query), FLIT_FT_QUERY, enc_query },
 	{ "golden_join", golden_join, sizeof(golden_join), FLIT_FT_JOIN, enc_join },
 	{ "golden_late", golden_late, sizeof(golden_late), FLIT_FT_LATE, enc_late },
@@ -390,7 +415,8 @@ static void domain_id_is_fnv1a_32(void **state)
 static uint16_t known_flags(uint8_t type)
 {
 	return type == FLIT_FT_HB ? FLIT_HBF_END
-	       : type == FLIT_FT_JOIN ? FLIT_JF_LEAVE | FLIT_JF_LATE : 0;
+	       : type == FLIT_FT_JOIN ? FLIT_JF_LEAVE | FLIT_JF_LATE
+	       : type == FLIT_FT_INFO ? FLIT_INFOF_PAGE | FLIT_INFOF_ENDED : 0;
 }
 
 static void hb_round_trips(void **state)
@@ -1141,6 +1167,25 @@ static void hb_encoder_refuses_trail_after_next(void **state)
 	assert_int_equal(flit_ctl_hb_encode(rbuf, sizeof(rbuf), 1, 1000, 1000), 32);
 }
 
+static void info_encoder_takes_page_and_ended_and_refuses_other_flags(void **state)
+{
+	uint8_t f[BUFSZ];
+	struct flit_frame_hdr h;
+	struct flit_ctl_info i = g_info();
+	(void)state;
+
+	for (uint16_t fl = 0; fl < 4; fl++) {
+		size_t n = flit_ctl_info_encode_flags(f, sizeof(f), fl, SESSION, 7, &i, g_page, 2);
+		assert_int_equal(n, 96);
+		check_ok(f, n, &h);
+		assert_int_equal(h.flags, fl);
+		assert_int_equal(h.count, 2);
+	}
+	for (int bit = 2; bit < 16; bit++)
+		assert_int_equal(flit_ctl_info_encode_flags(f, sizeof(f), (uint16_t)(1u << bit), SESSION, 7,
+							    &i, g_page, 2), 0);
+}
+
 static void join_encoder_refuses_unknown_flags(void **state)
 {
 	for (int bit = 2; bit < 16; bit++)
@@ -1376,9 +1421,11 @@ static void check_rejects_unknown_flags(void **state)
 		put_golden(buf, g);
 		flit_st16(buf + OFF_FLAGS, 0xffff);
 		expect_err_in(g, buf, g->len, FLIT_FE_FLAGS);
-		/* DATA's flags mean nothing here */
+		/* DATA's flags mean nothing here (INFO's bits 0 and 1 are its
+		 * own: PAGE and ENDED) */
 		flit_st16(buf + OFF_FLAGS, FLIT_FF_TS | FLIT_FF_RETX);
-		expect_err_in(g, buf, g->len, FLIT_FE_FLAGS);
+		expect_err_in(g, buf, g->len,
+			      g->type == FLIT_FT_INFO ? FLIT_FE_OK : FLIT_FE_FLAGS);
 	}
 }
 
@@ -1938,6 +1985,7 @@ int main(void)
 		cmocka_unit_test(ranges_encoder_refuses_bad_ranges),
 		cmocka_unit_test(hb_encoder_refuses_trail_after_next),
 		cmocka_unit_test(join_encoder_refuses_unknown_flags),
+		cmocka_unit_test(info_encoder_takes_page_and_ended_and_refuses_other_flags),
 		cmocka_unit_test(late_is_checked),
 		cmocka_unit_test(info_encoder_refuses_unknown_mode),
 		cmocka_unit_test(name_encoders_refuse_bad_names),

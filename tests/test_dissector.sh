@@ -94,6 +94,9 @@ good = [
     ('late', hx('464c0108 0000 0000 38000000 4d3c2b1a e803000000000000 8403000000000000'
                 '0000000000000000 00f9029500000000 f4010000 00000000')),
     ('join_late', hx('464c0107 0200 0000 20000000 4d3c2b1a 0000000000000000 de5b3b93 00000000')),
+    ('info_page', hx('464c0105 0100 0200 60000000 4d3c2b1a e803000000000000 de5b3b93 01 00 c05d ef010203'
+                     'c0a8010a c15d 0000 92100000 2c010000 00 00 0b00 6d642e73796d3030 3330300000000000'
+                     '2d010000 00 00 0b00 6d642e73796d3030 3330310000000000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -112,6 +115,7 @@ bad = [
     ('five_bytes', d[:5]),
     ('late_trail_after_seq', g['late'][:24] + struct.pack('<Q', 5000) + g['late'][32:]),
     ('join_leave_and_late', g['join'][:4] + b'\x03\x00' + g['join'][6:]),
+    ('info_unknown_flag', g['info'][:4] + b'\x04\x00' + g['info'][6:]),
 ]
 other = [('version2', d[:2] + b'\x02' + d[3:])]     # to port 14401: decoded with a warning
 frames = good + bad + other
@@ -172,6 +176,8 @@ check_fields 8 "-e flit.type -e flit.session -e flit.domain -e flit.flags.leave"
 check_fields 9 "-e flit.type -e flit.seq -e flit.hb.trail -e flit.late.origin -e flit.late.age_ns -e flit.late.late_join" \
 	"8|1000|900|0|2500000000|500" "LATE: live start, trail, origin, age, late_join"
 check_fields 10 "-e flit.type -e flit.flags.leave -e flit.flags.late" "7|0|1" "JOIN asking for LATE"
+check_fields 11 "-e flit.type -e flit.flags.page -e flit.flags.ended -e flit.name.idx -e flit.name.text" \
+	"5|1|0|300,301|md.sym00300,md.sym00301" "INFO page of a shared session"
 # the malformed reasons are named
 ts -r "$tmp/crafted.pcap" -Y flit.malformed -T fields -e _ws.expert.message >"$tmp/reasons.txt"
 for r in FLIT_FE_SHORT FLIT_FE_COUNT FLIT_FE_LEN FLIT_FE_MSG_LEN FLIT_FE_FLAGS FLIT_FE_MSG_FLAGS; do

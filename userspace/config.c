@@ -118,6 +118,11 @@ static bool valid_domain(const char *s, size_t len)
 	return true;
 }
 
+static bool valid_session(const char *s, size_t len)
+{
+	return len == 0 || valid_domain(s, len);
+}
+
 static bool valid_abs_path(const char *s, size_t len)
 {
 	return len >= 1 && len < FLIT_PATH_MAX && s[0] == '/';
@@ -407,6 +412,10 @@ static const struct cfg_key keys[] = {
 	{ .name = "source.late_join", .scope = SCOPE_SOURCE, .type = T_U32,
 	  .def = "0", FIELD(flit_cfg_source, late_join),
 	  .min = 0, .max = 16777216 },
+	{ .name = "source.session", .scope = SCOPE_SOURCE, .type = T_STRING,
+	  .def = "", FIELD(flit_cfg_source, session),
+	  .valid = valid_session,
+	  .rule = "must be empty or 1 to 63 characters from A-Z a-z 0-9 _ . -" },
 	{ .name = "source.batch", .scope = SCOPE_SOURCE, .type = T_BOOL,
 	  .def = "false", FIELD(flit_cfg_source, batch) },
 	{ .name = "source.batch_max", .scope = SCOPE_SOURCE, .type = T_SIZE,

@@ -142,6 +142,9 @@ void flit_rx_session_late_join(struct flit_rx_session *rs, uint64_t from,
 /* End of session: deliver EOS (flags: FLIT_MSGF_SOURCE_DIED or 0), free.
  * Returns the number of EOS events delivered. */
 int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
+/* One topic of the session ended (a shared session goes on): EOS (flags as
+ * above) to its subscribers, the index forgotten.  Returns the events. */
+int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags);
 /* Report messages [first, first + n) of the session as lost. */
 int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n);
 

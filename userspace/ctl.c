@@ -91,6 +91,8 @@ static inline unsigned known_flags(uint8_t type)
 		return FLIT_HBF_END;
 	case FLIT_FT_JOIN:
 		return FLIT_JF_LEAVE | FLIT_JF_LATE;
+	case FLIT_FT_INFO:
+		return FLIT_INFOF_PAGE | FLIT_INFOF_ENDED;
 	default:
 		return 0;
 	}
@@ -312,9 +314,17 @@ size_t flit_ctl_info_encode(void *buf, size_t cap, uint32_t session,
 			    uint64_t next, const struct flit_ctl_info *info,
 			    const struct flit_ctl_name *topics, unsigned n)
 {
+	return flit_ctl_info_encode_flags(buf, cap, 0, session, next, info, topics, n);
+}
+
+size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_t session,
+				  uint64_t next, const struct flit_ctl_info *info,
+				  const struct flit_ctl_name *topics, unsigned n)
+{
 	uint8_t *p = (uint8_t *)buf;
 
-	if (!info || !mode_ok(info->mode) || n > UINT16_MAX || (n && !topics))
+	if (!info || !mode_ok(info->mode) || n > UINT16_MAX || (n && !topics) ||
+	    (flags & ~known_flags(FLIT_FT_INFO)))
 		return 0;
 	size_t names = names_wire_len(topics, n, false);
 	if (n && !names)
@@ -322,7 +332,7 @@ size_t flit_ctl_info_encode(void *buf, size_t cap, uint32_t session,
 	size_t need = CTL_BODY + CTL_INFO_FIXED + names;
 	if (need > cap || need > FLIT_FRAME_LEN_MAX)
 		return 0;
-	put_hdr(p, FLIT_FT_INFO, 0, (uint16_t)n, (uint32_t)need, session, next);
+	put_hdr(p, FLIT_FT_INFO, flags, (uint16_t)n, (uint32_t)need, session, next);
 	flit_st32(p + INFO_DOMAIN, info->domain);
 	p[INFO_MODE] = info->mode;
 	p[INFO_RSVD8] = 0;

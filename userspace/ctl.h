@@ -24,6 +24,15 @@
 /* HB flags */
 #define FLIT_HBF_END  0x0001u /* the source closed: end of session */
 
+/* INFO flags (none: the INFO lists every topic of the session, indexes
+ * 0 .. count-1) */
+#define FLIT_INFOF_PAGE  0x0001u /* a part of the session's topics (a shared
+				  * session with more than one frame holds):
+				  * indexes 0 .. 65535, merged by receivers */
+#define FLIT_INFOF_ENDED 0x0002u /* the topics listed ended (their publishers
+				  * closed): their subscribers get EOS; the
+				  * session goes on */
+
 /* JOIN flags */
 #define FLIT_JF_LEAVE 0x0001u
 #define FLIT_JF_LATE  0x0002u /* joining: answer with LATE (where to start) */
@@ -114,6 +123,11 @@ size_t flit_ctl_ranges_encode(void *buf, size_t cap, uint8_t type,
 size_t flit_ctl_info_encode(void *buf, size_t cap, uint32_t session,
 			    uint64_t next, const struct flit_ctl_info *info,
 			    const struct flit_ctl_name *topics, unsigned n);
+/* INFO with flags (FLIT_INFOF_*: a page of a shared session's topics, or the
+ * topics that ended); 0 for a flag it does not know. */
+size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_t session,
+				  uint64_t next, const struct flit_ctl_info *info,
+				  const struct flit_ctl_name *topics, unsigned n);
 /* QUERY: session 0 asks by names; session != 0 asks "who is this session"
  * (n may then be 0). */
 size_t flit_ctl_query_encode(void *buf, size_t cap, uint32_t session,

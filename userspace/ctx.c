@@ -736,6 +736,21 @@ int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
 	return events;
 }
 
+int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags)
+{
+	int events = 0;
+
+	if (idx >= rs->ntopics || !rs->topics[idx].name)
+		return 0;
+	struct flit_rx_topic *t = &rs->topics[idx];
+	for (unsigned j = 0; j < t->nsubs; j++, events++)
+		deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS, flags, rs->next_seq, 0);
+	free(t->subs);
+	free(t->name);
+	*t = (struct flit_rx_topic){ 0 };
+	return events;
+}
+
 int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
 {
 	int events = 0;
@@ -830,10 +845,10 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 			continue;
 		}
 		rs->next_seq = w.seq + 1;
-		if (FLIT_UNLIKELY(w.topic >= rs->ntopics)) {
-			ctx->rx.malformed++;
+		/* a topic not (yet) named by INFO, or that ended: a shared
+		 * session's other topics, not for us */
+		if (FLIT_UNLIKELY(w.topic >= rs->ntopics))
 			continue;
-		}
 		struct flit_rx_topic *t = &rs->topics[w.topic];
 		if (FLIT_UNLIKELY(!t->nsubs))
 			continue;

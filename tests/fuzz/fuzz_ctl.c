@@ -115,8 +115,8 @@ static size_t reencode(uint8_t *out, size_t cap, const uint8_t *buf,
 					      h->seq, ranges, n);
 	case FLIT_FT_INFO:
 		flit_ctl_info_get(buf, &info);
-		return flit_ctl_info_encode(out, cap, h->session_id, h->seq,
-					    &info, names, n);
+		return flit_ctl_info_encode_flags(out, cap, h->flags, h->session_id, h->seq,
+						  &info, names, n);
 	case FLIT_FT_QUERY:
 		return flit_ctl_query_encode(out, cap, h->session_id,
 					     flit_ctl_domain(buf), names, n);
@@ -142,7 +142,8 @@ static void check_accepted(uint8_t *buf, size_t size,
 	CHECK(h->type >= FLIT_FT_HB && h->type <= FLIT_FT_LATE);
 	CHECK(h->flags == 0 ||
 	      (h->type == FLIT_FT_JOIN && (h->flags == FLIT_JF_LEAVE || h->flags == FLIT_JF_LATE)) ||
-	      (h->type == FLIT_FT_HB && h->flags == FLIT_HBF_END));
+	      (h->type == FLIT_FT_HB && h->flags == FLIT_HBF_END) ||
+	      (h->type == FLIT_FT_INFO && !(h->flags & ~(FLIT_INFOF_PAGE | FLIT_INFOF_ENDED))));
 	CHECK(h->len >= FLIT_FRAME_HDR_LEN && h->len <= size && !(h->len & 7));
 
 	/* The frame alone (without the bytes after it) is the same frame. */

@@ -50,6 +50,8 @@ local F = {
 	flag_end   = ProtoField.bool("flit.flags.end", "End of session (FLIT_HBF_END)", 16, nil, 0x0001),
 	flag_leave = ProtoField.bool("flit.flags.leave", "Leave (FLIT_JF_LEAVE)", 16, nil, 0x0001),
 	flag_late  = ProtoField.bool("flit.flags.late", "Late join: answer with LATE", 16, nil, 0x0002),
+	flag_page  = ProtoField.bool("flit.flags.page", "A page of a shared session's topics (FLIT_INFOF_PAGE)", 16, nil, 0x0001),
+	flag_ended = ProtoField.bool("flit.flags.ended", "The topics listed ended (FLIT_INFOF_ENDED)", 16, nil, 0x0002),
 	count      = ProtoField.uint16("flit.count", "Count", base.DEC),
 	len        = ProtoField.uint32("flit.len", "Frame length", base.DEC),
 	session    = ProtoField.uint32("flit.session", "Session", base.HEX),
@@ -377,8 +379,9 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 			or mode == 3 and string.format("rdma %s:%d", tvb(32, 4):uint() == 0 and "(sender)"
 				or tostring(tvb(32, 4):ipv4()), tvb(30, 2):le_uint())
 			or "unicast"
-		pinfo.cols.info:set(string.format("INFO session 0x%08x %s next %s topics: %s", session, where,
-			tostring(seq), table.concat(names, ", ")))
+		pinfo.cols.info:set(string.format("INFO%s session 0x%08x %s next %s topics%s: %s",
+			flags % 2 == 1 and " (page)" or "", session, where, tostring(seq),
+			flags >= 2 and " ended" or "", table.concat(names, ", ")))
 	elseif ftype == 6 then      -- QUERY
 		if flen < 32 then
 			bad(tree, "QUERY shorter than 32 bytes (FLIT_FE_COUNT)")
@@ -473,6 +476,10 @@ local function dissect_frame(tvb, pinfo, root)
 	elseif ftype == 2 then
 		fit:add_le(F.flag_end, tvb(4, 2))
 		allowed = 1
+	elseif ftype == 5 then
+		fit:add_le(F.flag_page, tvb(4, 2))
+		fit:add_le(F.flag_ended, tvb(4, 2))
+		allowed = 3
 	elseif ftype == 7 then
 		fit:add_le(F.flag_leave, tvb(4, 2))
 		fit:add_le(F.flag_late, tvb(4, 2))

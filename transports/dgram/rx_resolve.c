@@ -183,7 +183,7 @@ void dg_xsk_tx_stamps_route(struct flit_tp *tp)
 			if (hl < FLIT_FRAME_HDR_LEN)
 				continue;
 			uint32_t session = flit_ld32(st[i].head + 12);
-			for (struct udp_src *s = tp->srcs; s; s = s->next)
+			for (struct usess *s = tp->srcs; s; s = s->next)
 				if (s->session == session && s->txts) {
 					src_lock(s);
 					flit_txts_stamped(s->txts, st[i].head, hl, st[i].ts_ns, st[i].flags);

@@ -251,7 +251,100 @@ static void sess_free_topics(struct rsess *s)
 	free(s->tidx);
 	s->tname = NULL;
 	s->tidx = NULL;
-	s->ntopics = 0;
+	s->ntopics = s->captopics = 0;
+}
+
+/* Where topic index idx is in s's list, or -1. */
+static int sess_topic_find(const struct rsess *s, uint32_t idx)
+{
+	for (unsigned i = 0; i < s->ntopics; i++)
+		if (s->tidx[i] == idx)
+			return (int)i;
+	return -1;
+}
+
+/* Learn topic (idx, name) of s; a bound session's subscribers that want it
+ * get BOS.  A known index with another name: the name is the new one.
+ * 0 or -ENOMEM. */
+static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_name *nm)
+{
+	int at = sess_topic_find(s, idx);
+	char *n = strndup(nm->name, nm->len);
+
+	if (!n)
+		return flit_err(ENOMEM, "udp: out of memory");
+	if (at >= 0) {
+		if (!strcmp(s->tname[at], n)) {
+			free(n);
+			return 0;
+		}
+		free(s->tname[at]);
+		s->tname[at] = n;
+	} else {
+		if (s->ntopics == s->captopics) {
+			unsigned cap = s->captopics ? s->captopics * 2 : 4;
+			uint32_t *ti = realloc(s->tidx, cap * sizeof(*ti));
+			if (ti)
+				s->tidx = ti;
+			char **tn = ti ? realloc(s->tname, cap * sizeof(*tn)) : NULL;
+			if (!tn) {
+				free(n);
+				return flit_err(ENOMEM, "udp: out of memory");
+			}
+			s->tname = tn;
+			s->captopics = cap;
+		}
+		at = (int)s->ntopics++;
+		s->tidx[at] = idx;
+		s->tname[at] = n;
+	}
+	if (s->core)
+		flit_rx_session_topic(s->core, idx, s->tname[at]);
+	return 0;
+}
+
+/* Topic idx of s ended: its subscribers get EOS. */
+static void sess_topic_end_now(struct rsess *s, uint32_t idx)
+{
+	int at = sess_topic_find(s, idx);
+	if (at < 0)
+		return;
+	if (s->core)
+		flit_rx_session_topic_end(s->core, idx, 0);
+	free(s->tname[at]);
+	s->ntopics--;
+	s->tidx[at] = s->tidx[s->ntopics];
+	s->tname[at] = s->tname[s->ntopics];
+}
+
+/* Topic idx of s ended (INFO ENDED) after the messages before `seq` (the
+ * source's next when it ended): EOS once they are delivered (or reported
+ * lost), not before a repair still on its way. */
+static void sess_topic_ended(struct rsess *s, uint32_t idx, uint64_t seq)
+{
+	if (sess_topic_find(s, idx) < 0)
+		return;
+	if (!s->core || !s->core->started || s->core->next_seq >= seq || s->npend_end == 16) {
+		sess_topic_end_now(s, idx);
+		return;
+	}
+	for (unsigned i = 0; i < s->npend_end; i++)
+		if (s->pend_end[i].idx == idx)
+			return;
+	s->pend_end[s->npend_end].idx = idx;
+	s->pend_end[s->npend_end++].seq = seq;
+}
+
+/* End the pending topics whose messages are all delivered. */
+static void sess_pending_ends(struct rsess *s)
+{
+	for (unsigned i = 0; i < s->npend_end;)
+		if (!s->core || s->core->next_seq >= s->pend_end[i].seq) {
+			sess_topic_end_now(s, s->pend_end[i].idx);
+			s->pend_end[i] = s->pend_end[--s->npend_end];
+		} else {
+			i++;
+		}
 }
 
 void dg_sess_delete(struct flit_tp *tp, struct rsess *s)
@@ -354,11 +447,13 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		return 0;
 	if (in.mode == FLIT_MODE_RDMA)
 		return on_foreign_info(tp, f, h, &in, from);
-	/* topic indexes name slots of a table the core allocates: only
-	 * 0 .. count-1 are sane (a source of this library uses 0) */
+	/* topic indexes name slots of a table the core allocates: a whole
+	 * INFO's are 0 .. count-1 (a session of one topic: 0); a page's (a
+	 * shared session's) any of 0 .. 65535 */
+	bool page = h->flags & (FLIT_INFOF_PAGE | FLIT_INFOF_ENDED);
 	flit_ctl_names_init(&it, f, h);
 	while (flit_ctl_names_next(&it, &nm))
-		if (nm.idx >= h->count) {
+		if (page ? nm.idx > UINT16_MAX : nm.idx >= h->count) {
 			flit_ctx_rx_counters(tp->ctx)->malformed++;
 			return 0;
 		}
@@ -366,6 +461,15 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		if (tp->ended[i] == h->session_id)
 			return 0; /* a late advert of a session that ended */
 	s = sess_find(tp, h->session_id);
+	if (h->flags & FLIT_INFOF_ENDED) {
+		/* topics of a shared session ended: EOS to their subscribers */
+		if (s) {
+			flit_ctl_names_init(&it, f, h);
+			while (flit_ctl_names_next(&it, &nm))
+				sess_topic_ended(s, nm.idx, h->seq);
+		}
+		return 0;
+	}
 	if (!s) {
 		bool any = false;
 		flit_ctl_names_init(&it, f, h);
@@ -375,8 +479,9 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		}
 		if (!any) {
 			/* not for us: remember nothing (over xdp, its data is
-			 * dropped in XDP from now on) */
-			if (tp->xp)
+			 * dropped in XDP from now on; not for a page: another
+			 * page of the session may name a wanted topic) */
+			if (tp->xp && !page)
 				flit_xdp_path_filter(tp->xp, h->session_id);
 			return 0;
 		}
@@ -394,30 +499,31 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		tp->nsess++;
 	}
 	s->last_heard = now;
-	if (s->core)
-		return 0; /* bound: INFO only refreshes liveness */
-	/* (re)learn the session's addresses and topics */
-	sess_free_topics(s);
+	if (s->core) {
+		/* bound: INFO refreshes liveness, and a shared session's
+		 * INFO may name topics added since (BOS to who wants them) */
+		flit_ctl_names_init(&it, f, h);
+		while (flit_ctl_names_next(&it, &nm))
+			if (sess_topic_add(s, nm.idx, &nm) < 0)
+				return -ENOMEM;
+		return 0;
+	}
+	/* (re)learn the session's addresses and topics: a whole INFO
+	 * replaces what we knew, a page adds to it */
+	if (!page)
+		sess_free_topics(s);
 	s->mode = in.mode;
 	s->ctl.sin_family = AF_INET;
 	s->ctl.sin_addr.s_addr = in.ctl_addr ? in.ctl_addr : from->sin_addr.s_addr;
 	s->ctl.sin_port = in.ctl_port ? htons(in.ctl_port) : from->sin_port;
 	s->group.s_addr = in.data_addr;
 	s->port = in.data_port;
-	s->tidx = calloc(h->count, sizeof(*s->tidx));
-	s->tname = calloc(h->count, sizeof(*s->tname));
-	if (!s->tidx || !s->tname) {
-		dg_sess_delete(tp, s);
-		return flit_err(ENOMEM, "udp: out of memory");
-	}
 	flit_ctl_names_init(&it, f, h);
-	while (flit_ctl_names_next(&it, &nm)) {
-		char *n = strndup(nm.name, nm.len);
-		if (!n)
-			break;
-		s->tidx[s->ntopics] = nm.idx;
-		s->tname[s->ntopics++] = n;
-	}
+	while (flit_ctl_names_next(&it, &nm))
+		if (sess_topic_add(s, nm.idx, &nm) < 0) {
+			dg_sess_delete(tp, s);
+			return -ENOMEM;
+		}
 	if (s->mode == FLIT_MODE_MCAST && (!IN_MULTICAST(ntohl(s->group.s_addr)) || !s->port)) {
 		flit_ctx_rx_counters(tp->ctx)->malformed++;
 		dg_sess_delete(tp, s);
@@ -492,6 +598,8 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 				  tsk ? FLIT_MSGF_RECV_TS_KERNEL : 0;
 		int n = flit_rel_rx_data(s->rel, p, h.len, h.seq, h.count, now);
 		s->cur = NULL;
+		if (FLIT_UNLIKELY(s->npend_end))
+			sess_pending_ends(s);
 		uint64_t dl = flit_rel_rx_deadline(s->rel);
 		if (dl < tp->next_house)
 			tp->next_house = dl;
@@ -528,6 +636,8 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		}
 		{
 			int n = flit_rel_rx_hb(s->rel, h.seq, flit_ctl_hb_trail(p), now);
+			if (s->npend_end)
+				sess_pending_ends(s);
 			uint64_t dl = flit_rel_rx_deadline(s->rel);
 			if (dl < tp->next_house)
 				tp->next_house = dl;
@@ -542,6 +652,8 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		for (unsigned i = 0; i < n; i++)
 			flit_ctl_range(p, i, &r[i]);
 		int ev = flit_rel_rx_ncf(s->rel, r, n, now);
+		if (s->npend_end)
+			sess_pending_ends(s);
 		return ev < 0 ? 0 : ev;
 	}
 	case FLIT_FT_INFO:

@@ -9,48 +9,6 @@
 
 /* ---- source side: the service (NAKs, queries, joins, timers) ------------- */
 
-static size_t src_info(struct udp_src *s, void *buf, size_t cap)
-{
-	struct flit_tp *tp = s->tp;
-	struct flit_ctl_info in = {
-		.domain = tp->domain,
-		.mode = s->mode,
-		.data_port = s->mode == FLIT_MODE_MCAST ? ntohs(s->dest.sin_port) : ntohs(s->self.sin_port),
-		.data_addr = s->mode == FLIT_MODE_MCAST ? s->dest.sin_addr.s_addr : 0,
-		.ctl_addr = s->self.sin_addr.s_addr,
-		.ctl_port = ntohs(s->self.sin_port),
-		.pid = (uint32_t)getpid(),
-	};
-	struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
-				   .len = (uint16_t)strlen(s->topic), .name = s->topic };
-	return flit_ctl_info_encode(buf, cap, s->session, flit_rel_tx_next(s->rel), &in, &t, 1);
-}
-
-static void src_add_rcv(struct udp_src *s, const struct sockaddr_in *a, bool leave, uint64_t now)
-{
-	for (unsigned i = 0; i < s->nrcv; i++)
-		if (same_ep(&s->rcv[i].a, a)) {
-			if (leave)
-				s->rcv[i] = s->rcv[--s->nrcv];
-			else
-				s->rcv[i].expires = now + RCV_EXPIRE_NS;
-			return;
-		}
-	if (leave)
-		return;
-	if (s->nrcv == s->caprcv) {
-		unsigned cap = s->caprcv ? s->caprcv * 2 : 4;
-		if (cap > 4096)
-			return; /* a flood of joins: ignore beyond this */
-		struct urcv *v = realloc(s->rcv, cap * sizeof(*v));
-		if (!v)
-			return;
-		s->rcv = v;
-		s->caprcv = cap;
-	}
-	s->rcv[s->nrcv++] = (struct urcv){ .a = *a, .expires = now + RCV_EXPIRE_NS };
-}
-
 /* Does a QUERY (checked) name `topic`, exactly or by a pattern? */
 static bool query_wants(const uint8_t *q, const struct flit_frame_hdr *h, const char *topic)
 {
@@ -65,6 +23,116 @@ static bool query_wants(const uint8_t *q, const struct flit_frame_hdr *h, const 
 			return true;
 	}
 	return false;
+}
+
+/* Does a QUERY name a topic of the session?  Lock held. */
+static bool query_wants_sess(const uint8_t *q, const struct flit_frame_hdr *h, const struct usess *s)
+{
+	for (unsigned i = 0; i < s->ntopics; i++)
+		if (s->topics[i] && query_wants(q, h, s->topics[i]->topic))
+			return true;
+	return false;
+}
+
+/* An INFO of the session's topics from index *from on (those a QUERY q
+ * names, if q), as many as one datagram holds; *from moves past them
+ * (ntopics: none left).  A session of its own (one topic) sends the whole
+ * INFO, flags 0; a shared one (source.session) pages (FLIT_INFOF_PAGE),
+ * even when all its topics fit, so that receivers know it may grow; with
+ * `flags` added (ENDED).
+ * With `only`: that topic alone.  0 when no topic from *from on is listed.
+ * Lock held. */
+static size_t src_info_page(struct usess *s, void *buf, size_t cap, unsigned *from,
+			    const uint8_t *q, const struct flit_frame_hdr *qh, uint16_t flags,
+			    const struct utopic *only)
+{
+	struct flit_tp *tp = s->tp;
+	struct flit_ctl_info in = {
+		.domain = tp->domain,
+		.mode = s->mode,
+		.data_port = s->mode == FLIT_MODE_MCAST ? ntohs(s->dest.sin_port) : ntohs(s->self.sin_port),
+		.data_addr = s->mode == FLIT_MODE_MCAST ? s->dest.sin_addr.s_addr : 0,
+		.ctl_addr = s->self.sin_addr.s_addr,
+		.ctl_port = ntohs(s->self.sin_port),
+		.pid = (uint32_t)getpid(),
+	};
+	struct flit_ctl_name t[128];
+	size_t room = (cap < s->max_dgram ? cap : s->max_dgram) - 48, used = 0;
+	unsigned n = 0, i = *from, start = *from;
+
+	for (; i < s->ntopics && n < 128; i++) {
+		const struct utopic *u = only ? only : s->topics[i];
+		if (only && i)
+			break;
+		if (!u || (q && !query_wants(q, qh, u->topic)))
+			continue;
+		size_t len = strlen(u->topic), w = 8 + flit_align8(len);
+		if (used + w > room)
+			break;
+		used += w;
+		t[n++] = (struct flit_ctl_name){ .idx = u->idx, .kind = FLIT_NAME_EXACT,
+						 .len = (uint16_t)len, .name = u->topic };
+	}
+	*from = i;
+	if (!n)
+		return 0;
+	bool whole = !s->name[0] && !flags && !q && !only && start == 0 && i == s->ntopics &&
+		     n == s->ntopics;
+	return flit_ctl_info_encode_flags(buf, cap, whole ? 0 : FLIT_INFOF_PAGE | flags, s->session,
+					  flit_rel_tx_next(s->rel), &in, t, n);
+}
+
+/* Send the INFO pages of the session's topics a QUERY names (every topic
+ * without q) straight to an asker.  Lock held. */
+static void src_info_to(struct usess *s, const uint8_t *q, const struct flit_frame_hdr *qh,
+			const struct sockaddr_in *to)
+{
+	size_t l;
+	for (unsigned from = 0; (l = src_info_page(s, s->ctl, sizeof(s->ctl), &from, q, qh, 0, NULL));)
+		if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)to,
+			   sizeof(*to)) >= 0 && s->txts)
+			flit_txts_sent(s->txts, s->ctl, l, 1);
+}
+
+void dg_src_topic_announce(struct usess *s, const struct utopic *t, bool ended)
+{
+	unsigned from = 0;
+	size_t l = src_info_page(s, s->ctl, sizeof(s->ctl), &from, NULL, NULL,
+				 ended ? FLIT_INFOF_ENDED : 0, t);
+	if (l) {
+		/* an end twice, as the HB that ends a session: one loss is
+		 * common */
+		dg_src_raw(s, s->ctl, l);
+		if (ended)
+			dg_src_raw(s, s->ctl, l);
+	}
+}
+
+/* A JOIN (or leave) from a; true when a is a receiver we did not have. */
+static bool src_add_rcv(struct usess *s, const struct sockaddr_in *a, bool leave, uint64_t now)
+{
+	for (unsigned i = 0; i < s->nrcv; i++)
+		if (same_ep(&s->rcv[i].a, a)) {
+			if (leave)
+				s->rcv[i] = s->rcv[--s->nrcv];
+			else
+				s->rcv[i].expires = now + RCV_EXPIRE_NS;
+			return false;
+		}
+	if (leave)
+		return false;
+	if (s->nrcv == s->caprcv) {
+		unsigned cap = s->caprcv ? s->caprcv * 2 : 4;
+		if (cap > 4096)
+			return false; /* a flood of joins: ignore beyond this */
+		struct urcv *v = realloc(s->rcv, cap * sizeof(*v));
+		if (!v)
+			return false;
+		s->rcv = v;
+		s->caprcv = cap;
+	}
+	s->rcv[s->nrcv++] = (struct urcv){ .a = *a, .expires = now + RCV_EXPIRE_NS };
+	return true;
 }
 
 void dg_advert_start(struct advert *a, uint64_t now)
@@ -94,7 +162,7 @@ static void advert_soon(struct flit_tp *tp, struct advert *a, uint64_t now)
 }
 
 /* A control datagram that arrived on the source's own socket. */
-static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
+static void src_ctl(struct usess *s, const uint8_t *p, size_t len,
 		    const struct sockaddr_in *from, uint64_t now)
 {
 	struct flit_tp *tp = s->tp;
@@ -125,22 +193,26 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 	case FLIT_FT_QUERY: {
 		if (flit_ctl_domain(p) != tp->domain)
 			return;
-		bool match = h.session_id == s->session || query_wants(p, &h, s->topic);
+		bool by_id = h.session_id == s->session;
+		bool match = by_id || query_wants_sess(p, &h, s);
 		/* at most one direct answer per millisecond: a flood of
-		 * queries must not turn into a flood of answers */
+		 * queries must not turn into a flood of answers.  The
+		 * answer lists what the query names (by session: all) */
 		if (match && now - s->last_direct >= 1 * MS) {
 			s->last_direct = now;
-			size_t l = src_info(s, s->ctl, sizeof(s->ctl));
-			if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from,
-				   sizeof(*from)) >= 0 && s->txts)
-				flit_txts_sent(s->txts, s->ctl, l, 1);
+			src_info_to(s, by_id ? NULL : p, &h, from);
 		}
 		break;
 	}
 	case FLIT_FT_JOIN:
 		if (h.session_id != s->session || flit_ctl_domain(p) != tp->domain)
 			break;
-		src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		bool fresh = src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		/* a receiver new to a shared session gets every topic's page
+		 * first (it may have bound on a page without them all), and
+		 * before the LATE answer that starts its data */
+		if (s->name[0] && !(h.flags & FLIT_JF_LEAVE) && (fresh || (h.flags & FLIT_JF_LATE)))
+			src_info_to(s, NULL, NULL, from);
 		if (h.flags & FLIT_JF_LATE) {
 			/* where the live stream starts, and what is retained */
 			uint64_t next = flit_rel_tx_next(s->rel);
@@ -162,7 +234,7 @@ static void src_ctl(struct udp_src *s, const uint8_t *p, size_t len,
 }
 
 /* Run the source's service; returns its next deadline.  Lock held. */
-static uint64_t src_service(struct udp_src *s, uint64_t now)
+static uint64_t src_service(struct usess *s, uint64_t now)
 {
 	struct flit_tp *tp = s->tp;
 	struct sockaddr_in from;
@@ -207,9 +279,13 @@ static uint64_t src_service(struct udp_src *s, uint64_t now)
 	}
 	/* advertisement with backoff */
 	if (now >= s->adv.at && tp->resolver.sin_port && tp->res_fd >= 0) {
-		len = src_info(s, s->ctl, sizeof(s->ctl));
-		sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
-		       sizeof(tp->resolver));
+		/* one page per advert, the next one the next time */
+		if (s->page >= s->ntopics)
+			s->page = 0;
+		len = src_info_page(s, s->ctl, sizeof(s->ctl), &s->page, NULL, NULL, 0, NULL);
+		if (len)
+			sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
+			       sizeof(tp->resolver));
 		advert_sent(&s->adv, now, tp->cc->udp_resolver_max_ms * MS);
 	}
 	if (tp->resolver.sin_port && s->adv.at < next)
@@ -241,11 +317,20 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 		if (flit_ctl_check(tp->rbuf, (size_t)n, &h) != FLIT_FE_OK || h.type != FLIT_FT_QUERY ||
 		    flit_ctl_domain(tp->rbuf) != tp->domain)
 			continue;
-		for (struct udp_src *s = tp->srcs; s; s = s->next) {
-			if (!query_wants(tp->rbuf, &h, s->topic))
-				continue;
+		for (struct usess *s = tp->srcs; s; s = s->next) {
 			src_lock(s);
-			advert_soon(tp, &s->adv, now);
+			if (query_wants_sess(tp->rbuf, &h, s)) {
+				/* a session of one topic answers on the resolver
+				 * channel soon (one INFO for every asker); a
+				 * shared one sends the asker the pages of what
+				 * it named, at most once a millisecond */
+				if (s->ntopics == 1)
+					advert_soon(tp, &s->adv, now);
+				else if (now - s->last_direct >= 1 * MS) {
+					s->last_direct = now;
+					src_info_to(s, tp->rbuf, &h, &from);
+				}
+			}
 			src_unlock(s);
 		}
 		for (struct fad *a = tp->fads; a; a = a->next)
@@ -334,7 +419,7 @@ uint64_t dg_service_all(struct flit_tp *tp, uint64_t now)
 	uint64_t fdl = fads_service(tp, now);
 	if (fdl < next)
 		next = fdl;
-	for (struct udp_src *s = tp->srcs; s; s = s->next) {
+	for (struct usess *s = tp->srcs; s; s = s->next) {
 		src_lock(s);
 		uint64_t dl = src_service(s, now);
 		if (s->batching && now + s->batch_ivl < dl)
@@ -435,7 +520,7 @@ int dg_thread_start(struct flit_tp *tp)
 	if (tp->res_fd >= 0)
 		dg_thread_watch(tp, tp->res_fd);
 	pthread_mutex_lock(&tp->lock);
-	for (struct udp_src *s = tp->srcs; s; s = s->next)
+	for (struct usess *s = tp->srcs; s; s = s->next)
 		dg_thread_watch(tp, s->fd);
 	pthread_mutex_unlock(&tp->lock);
 	err = pthread_create(&tp->thread, NULL, service_thread, tp);
@@ -460,7 +545,7 @@ fail:
 void dg_batch_cap_update(struct flit_tp *tp)
 {
 	uint64_t cap = 0;
-	for (struct udp_src *o = tp->srcs; o; o = o->next)
+	for (struct usess *o = tp->srcs; o; o = o->next)
 		if (o->batching && (!cap || o->batch_ivl < cap))
 			cap = o->batch_ivl;
 	__atomic_store_n(&tp->batch_cap, cap, __ATOMIC_RELAXED);

@@ -107,6 +107,8 @@
 #define NENDED 32
 #define MAX_SOCKS 64        /* group:port sockets per context */
 #define MAX_SESS 4096       /* remote sessions known per context */
+#define FLIT_SESSION_NAME_MAX 63  /* source.session */
+#define MAX_TOPICS_PER_SESS 65536 /* topic indexes 0 .. 65535 */
 
 #ifndef SO_BUSY_POLL
 #define SO_BUSY_POLL 46
@@ -137,7 +139,11 @@ struct rsess {                  /* a remote source's session */
 	uint8_t mode;
 	struct in_addr group;
 	uint16_t port;
-	unsigned ntopics;
+	unsigned ntopics, captopics; /* the topics INFO named: index, name */
+	/* topics of a shared session that ended (INFO ENDED) with messages
+	 * still to deliver: each ends once the session's data reaches seq */
+	struct { uint32_t idx; uint64_t seq; } pend_end[16];
+	unsigned npend_end;
 	uint32_t *tidx;
 	char **tname;
 	struct rsock *sock;         /* multicast: the socket data comes on */
@@ -172,11 +178,32 @@ struct urcv { struct sockaddr_in a; uint64_t expires; };
  * soon after a matching query (advert_soon()). */
 struct advert { uint64_t at, ivl, last; };
 
-struct udp_src {
-	struct udp_src *next;
+/* A publisher: one topic of a source session (the transport's flit_tsrc).
+ * Its messages carry idx; the session does the rest. */
+struct utopic {
+	struct usess *ss;
+	uint32_t idx;                /* topic index in the session's DATA */
+	uint64_t msgs_sent, bytes_sent;
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+/* A source session: one socket, one sequence space, one retention and
+ * NAK state, heartbeats, adverts and frames, for one topic (each publisher
+ * its own session, the default) or for the topics of every publisher of
+ * the context that names the session (source.session), whose messages
+ * share its frames.  The lock covers everything but the list links. */
+struct usess {
+	struct usess *next;
 	struct flit_tp *tp;
 	pthread_mutex_t lock;
-	char topic[FLIT_TOPIC_MAX + 1];
+	char topic[FLIT_TOPIC_MAX + 1]; /* for messages: the first topic, or
+					 * "session NAME" of a named session */
+	char name[FLIT_SESSION_NAME_MAX + 1]; /* source.session; "" own */
+	char cfgkey[400];            /* the settings its publishers must share */
+	struct utopic **topics;      /* by index; NULL: free (ended) */
+	unsigned ntopics, captopics, live;
+	unsigned page;               /* the next topic an advert page starts at */
+	struct utopic *claimer;      /* whose claim is open */
 	uint32_t session;
 	int fd;
 	struct flit_udp_io *io;      /* the application thread's data sends */
@@ -263,7 +290,7 @@ struct flit_tp {
 
 	/* source side */
 	pthread_mutex_t lock;        /* srcs, res_fd, the thread's state */
-	struct udp_src *srcs;
+	struct usess *srcs;
 	struct fad *fads;            /* other transports' sources */
 	bool xk_tx_ts;               /* xdp: AF_XDP TX metadata stamps on */
 	int res_fd;                  /* hears queries for our sources */
@@ -294,8 +321,8 @@ static inline bool same_ep(const struct sockaddr_in *a, const struct sockaddr_in
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
-static inline void src_lock(struct udp_src *s) { pthread_mutex_lock(&s->lock); }
-static inline void src_unlock(struct udp_src *s) { pthread_mutex_unlock(&s->lock); }
+static inline void src_lock(struct usess *s) { pthread_mutex_lock(&s->lock); }
+static inline void src_unlock(struct usess *s) { pthread_mutex_unlock(&s->lock); }
 
 /* ---- sockets.c: kernel sockets and the group:port sockets */
 int dg_udp_socket(struct flit_tp *tp, struct in_addr addr, uint16_t port,
@@ -331,10 +358,14 @@ void dg_xsk_tx_stamps_route(struct flit_tp *tp);
 int dg_housekeeping(struct flit_tp *tp, uint64_t now, int limit);
 
 /* ---- source.c: sources */
-void dg_src_raw(struct udp_src *s, const void *buf, size_t len);
-int dg_src_flush_locked(struct udp_src *s, uint64_t now, bool raw);
+void dg_src_raw(struct usess *s, const void *buf, size_t len);
+int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw);
 
 /* ---- service.c: the source side's service and the service thread */
+/* Tell the session's receivers, on its data path, of topic t: added (an
+ * INFO page with it, ahead of its first message) or ended (INFO ENDED,
+ * twice).  Lock held. */
+void dg_src_topic_announce(struct usess *s, const struct utopic *t, bool ended);
 void dg_advert_start(struct advert *a, uint64_t now);
 uint64_t dg_service_all(struct flit_tp *tp, uint64_t now);
 void dg_wake(struct flit_tp *tp);

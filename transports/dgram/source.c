@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Sources (one per publisher today): the application's send, claim/commit,
- * flush and batching, the data path's transmit, counters.
+ * Source sessions and their publishers (struct utopic, the transport's
+ * flit_tsrc): the application's send, claim/commit, flush and batching of
+ * messages of one or several topics into the session's frames, the data
+ * path's transmit, counters.
  * (session.h: the state and the shared functions.)
  */
 #include "dgram/session.h"
@@ -10,7 +12,7 @@
 
 /* Send a frame from the service (plain syscalls: io_uring rings belong to
  * the application's thread) to the session's destination(s). */
-void dg_src_raw(struct udp_src *s, const void *buf, size_t len)
+void dg_src_raw(struct usess *s, const void *buf, size_t len)
 {
 	if (s->mode == FLIT_MODE_MCAST) {
 		if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&s->dest, sizeof(s->dest)) < 0)
@@ -28,9 +30,9 @@ void dg_src_raw(struct udp_src *s, const void *buf, size_t len)
 /* Send a DATA frame from the application's thread through the io backend.
  * Returns 0, FLIT_BACK_PRESSURED (socket full: nothing sent) or
  * FLIT_NOT_CONNECTED (unicast, no receiver). */
-static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len);
+static int src_xmit_xsk(struct usess *s, const void *buf, size_t len);
 
-static int src_xmit(struct udp_src *s, const void *buf, size_t len)
+static int src_xmit(struct usess *s, const void *buf, size_t len)
 {
 	struct flit_dgram d[16];
 	unsigned n = 0;
@@ -66,7 +68,7 @@ static int src_xmit(struct udp_src *s, const void *buf, size_t len)
 
 /* src_xmit over AF_XDP: a unicast receiver whose MAC is not known yet gets
  * this frame through the kernel (which resolves it). */
-static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len)
+static int src_xmit_xsk(struct usess *s, const void *buf, size_t len)
 {
 	struct flit_xsk *xk = s->tp->xk;
 	struct flit_dgram d = { .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };
@@ -86,14 +88,14 @@ static int src_xmit_xsk(struct udp_src *s, const void *buf, size_t len)
 	return sent ? 0 : FLIT_BACK_PRESSURED;
 }
 
-static uint32_t max_msg_of(const struct udp_src *s)
+static uint32_t max_msg_of(const struct usess *s)
 {
 	uint32_t room = s->max_dgram - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN - (s->ts ? FLIT_MSG_TS_LEN : 0);
 	return room & ~7u;
 }
 
 /* Send the frame being built.  Called with the lock held. */
-int dg_src_flush_locked(struct udp_src *s, uint64_t now, bool raw)
+int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw)
 {
 	if (!s->count)
 		return 0;
@@ -122,7 +124,7 @@ int dg_src_flush_locked(struct udp_src *s, uint64_t now, bool raw)
 /* Room at the end of the frame being built for a message of `len` bytes:
  * sends the frame first if the message would not fit, starts a frame if
  * none is open.  0, FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
-static int src_make_room(struct udp_src *s, size_t len, uint64_t now)
+static int src_make_room(struct usess *s, size_t len, uint64_t now)
 {
 	if (s->count && s->flen + flit_msg_wire_len(len, s->ts) > s->max_dgram) {
 		int r = dg_src_flush_locked(s, now, false);
@@ -141,7 +143,7 @@ static int src_make_room(struct udp_src *s, size_t len, uint64_t now)
 
 /* Account the message whose payload was just written at pl; true when the
  * frame is due to be sent (unbatched, batch_min reached, or count full). */
-static bool src_msg_done(struct udp_src *s, uint8_t *pl, uint32_t len)
+static bool src_msg_done(struct usess *s, uint8_t *pl, uint32_t len)
 {
 	s->flen = flit_frame_end_msg(s->buf, pl, len);
 	s->count++;
@@ -153,17 +155,19 @@ static bool src_msg_done(struct udp_src *s, uint8_t *pl, uint32_t len)
 
 int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct utopic *t = (struct utopic *)ts;
+	struct usess *s = t->ss;
 	uint64_t now;
 	int r = 0;
 
 	if (FLIT_UNLIKELY(len > max_msg_of(s)))
 		return flit_err(EMSGSIZE, "udp: %s: message of %zu bytes exceeds %u (source.udp.max_datagram)",
-				s->topic, len, max_msg_of(s));
+				t->topic, len, max_msg_of(s));
 	src_lock(s);
 	if (FLIT_UNLIKELY(s->claimed)) {
 		src_unlock(s);
-		return flit_err(EBUSY, "udp: %s: send during claim", s->topic);
+		return flit_err(EBUSY, "udp: %s: send during a claim%s", t->topic,
+				s->claimer == t ? "" : " of another publisher of its session");
 	}
 	now = mono();
 	uint64_t tsv = s->ts ? flit_realtime_now() : 0;
@@ -174,7 +178,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 	}
 	if (!s->batching) {
 		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
-		uint8_t *pl = flit_frame_put_single(s->buf, s->session, s->next_seq, 0,
+		uint8_t *pl = flit_frame_put_single(s->buf, s->session, s->next_seq, t->idx,
 						    (uint32_t)len, s->ts, tsv);
 		if (len)
 			memcpy(pl, data, len);
@@ -196,6 +200,8 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		s->c.msgs_sent++;
 		s->c.bytes_sent += len;
 		s->c.frames_sent++;
+		t->msgs_sent++;
+		t->bytes_sent += len;
 		src_unlock(s);
 		return 0;
 	}
@@ -207,9 +213,11 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		src_unlock(s);
 		return r;
 	}
-	uint8_t *pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts, tsv);
+	uint8_t *pl = flit_frame_put_hdr(s->buf + s->flen, t->idx, (uint32_t)len, s->ts, tsv);
 	if (len)
 		memcpy(pl, data, len);
+	t->msgs_sent++;
+	t->bytes_sent += len;
 	if (src_msg_done(s, pl, (uint32_t)len))
 		dg_src_flush_locked(s, now, false);
 	src_unlock(s);
@@ -218,15 +226,17 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 
 int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct utopic *t = (struct utopic *)ts;
+	struct usess *s = t->ss;
 	uint64_t now;
 
 	if (len > max_msg_of(s))
-		return flit_err(EMSGSIZE, "udp: %s: claim of %zu bytes exceeds %u", s->topic, len, max_msg_of(s));
+		return flit_err(EMSGSIZE, "udp: %s: claim of %zu bytes exceeds %u", t->topic, len, max_msg_of(s));
 	src_lock(s);
 	if (s->claimed) {
 		src_unlock(s);
-		return flit_err(EBUSY, "udp: %s: already claimed", s->topic);
+		return flit_err(EBUSY, "udp: %s: already claimed%s", t->topic,
+				s->claimer == t ? "" : " by another publisher of its session");
 	}
 	now = mono();
 	int r = src_make_room(s, len, now);
@@ -234,9 +244,10 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 		src_unlock(s);
 		return r;
 	}
-	s->claim_pl = flit_frame_put_hdr(s->buf + s->flen, 0, (uint32_t)len, s->ts,
+	s->claim_pl = flit_frame_put_hdr(s->buf + s->flen, t->idx, (uint32_t)len, s->ts,
 					 s->ts ? flit_realtime_now() : 0);
 	s->claimed = true;
+	s->claimer = t;
 	*buf = s->claim_pl;
 	/* the caller writes the payload without the lock: the service leaves
 	 * a claimed frame alone, and sends from this thread see `claimed` */
@@ -246,21 +257,25 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 
 int dg_commit(struct flit_tsrc *ts, size_t len)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct utopic *t = (struct utopic *)ts;
+	struct usess *s = t->ss;
 	src_lock(s);
-	if (!s->claimed) {
+	if (!s->claimed || s->claimer != t) {
 		src_unlock(s);
-		return flit_err(EINVAL, "udp: %s: commit without claim", s->topic);
+		return flit_err(EINVAL, "udp: %s: commit without claim", t->topic);
 	}
 	uint8_t *mh = s->claim_pl - (s->ts ? 16 : 8);
 	uint32_t claimed_len = flit_ld32(mh + 4);
 	if (len > claimed_len) {
 		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: commit of %zu bytes exceeds the claim of %u",
-				s->topic, len, claimed_len);
+				t->topic, len, claimed_len);
 	}
 	flit_st32(mh + 4, (uint32_t)len);
 	s->claimed = false;
+	s->claimer = NULL;
+	t->msgs_sent++;
+	t->bytes_sent += len;
 	/* the message is numbered: if the rate limit holds the frame back,
 	 * it stays pending and goes with the next send, flush or service */
 	if (src_msg_done(s, s->claim_pl, (uint32_t)len))
@@ -271,13 +286,15 @@ int dg_commit(struct flit_tsrc *ts, size_t len)
 
 int dg_abort(struct flit_tsrc *ts)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct utopic *t = (struct utopic *)ts;
+	struct usess *s = t->ss;
 	src_lock(s);
-	if (!s->claimed) {
+	if (!s->claimed || s->claimer != t) {
 		src_unlock(s);
-		return flit_err(EINVAL, "udp: %s: abort without claim", s->topic);
+		return flit_err(EINVAL, "udp: %s: abort without claim", t->topic);
 	}
 	s->claimed = false;
+	s->claimer = NULL;
 	if (!s->count)
 		s->flen = 0;
 	src_unlock(s);
@@ -286,7 +303,7 @@ int dg_abort(struct flit_tsrc *ts)
 
 int dg_flush(struct flit_tsrc *ts)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct usess *s = ((struct utopic *)ts)->ss;
 	src_lock(s);
 	int r = s->claimed ? 0 : dg_src_flush_locked(s, mono(), false);
 	src_unlock(s);
@@ -295,7 +312,7 @@ int dg_flush(struct flit_tsrc *ts)
 
 int dg_receivers(struct flit_tsrc *ts)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct usess *s = ((struct utopic *)ts)->ss;
 	uint64_t now = mono();
 	int n = 0;
 	src_lock(s);
@@ -307,22 +324,23 @@ int dg_receivers(struct flit_tsrc *ts)
 
 size_t dg_max_msg(const struct flit_tsrc *ts)
 {
-	return max_msg_of((const struct udp_src *)ts);
+	return max_msg_of(((const struct utopic *)ts)->ss);
 }
 
 uint64_t dg_next_seq(const struct flit_tsrc *ts)
 {
-	return ((const struct udp_src *)ts)->next_seq;
+	return ((const struct utopic *)ts)->ss->next_seq;
 }
 
 int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct utopic *t = (struct utopic *)ts;
+	struct usess *s = t->ss;
 	int r;
 
 	if (!s->txts)
 		return flit_err(EOPNOTSUPP, "udp: %s: transmit stamps are off (context.udp.tx_timestamps)",
-				s->topic);
+				t->topic);
 	if (s->tp->xk_tx_ts) {
 		dg_xsk_tx_stamps_route(s->tp);
 		r = 0;
@@ -336,20 +354,31 @@ int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
 	src_unlock(s);
 	if (r == -EAGAIN)
 		return flit_err(EAGAIN, "udp: %s: the transmit stamp of message %llu has not come back yet",
-				s->topic, (unsigned long long)seq);
+				t->topic, (unsigned long long)seq);
 	if (r == -ENOENT)
-		return flit_err(ENOENT, "udp: %s: no datagram %s among the last %u sent", s->topic,
+		return flit_err(ENOENT, "udp: %s: no datagram %s among the last %u sent", t->topic,
 				seq == FLIT_TX_STAMP_LATEST ? "stamped" : "carrying that message",
 				FLIT_TXTS_RING);
-	return r < 0 ? flit_err_wrap(-r, "udp: %s", s->topic) : 0;
+	return r < 0 ? flit_err_wrap(-r, "udp: %s", t->topic) : 0;
 }
 
+/* A publisher's counters: its own messages and bytes; the session's frames,
+ * NAKs, retransmissions, ... with the first publisher of the session only
+ * (so that a context's totals count them once). */
 void dg_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	const struct utopic *t = (const struct utopic *)ts;
+	struct usess *s = t->ss;
 	src_lock(s);
-	c->msgs_sent += s->c.msgs_sent;
-	c->bytes_sent += s->c.bytes_sent;
+	c->msgs_sent += t->msgs_sent;
+	c->bytes_sent += t->bytes_sent;
+	unsigned lead = 0;
+	while (lead < s->ntopics && !s->topics[lead])
+		lead++;
+	if (lead == s->ntopics || s->topics[lead] != t) {
+		src_unlock(s);
+		return;
+	}
 	c->frames_sent += s->c.frames_sent;
 	c->back_pressured += s->c.back_pressured;
 	c->naks_received += s->c.naks_received;

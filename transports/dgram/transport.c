@@ -318,20 +318,113 @@ static struct in_addr pick_group(const char *spec, const char *topic)
 	return a;
 }
 
+/* The source settings the publishers of one session must share. */
+static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "mode %d group %s port %u ctl_port %u max_datagram %u batch %d batch_min %u "
+		 "batch_interval_us %u rate_limit %llu retx_rate_limit %llu retain %llu retain_ms %u "
+		 "hb %u..%u timestamps %d late_join %u",
+		 c->udp_mode, c->udp_group, c->udp_port, c->udp_ctl_port, c->udp_max_datagram, c->batch,
+		 c->udp_batch_min, c->udp_batch_interval_us, (unsigned long long)c->udp_rate_limit,
+		 (unsigned long long)c->udp_retx_rate_limit, (unsigned long long)c->udp_retain,
+		 c->udp_retain_ms, c->udp_hb_min_ms, c->udp_hb_max_ms, c->timestamps, c->late_join);
+}
+
+/* Topic t joins session s (lock held): the next index, its page advertised
+ * now.  0 or -ENOSPC. */
+static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
+{
+	if (s->ntopics == s->captopics) {
+		if (s->ntopics >= MAX_TOPICS_PER_SESS)
+			return flit_err(ENOSPC, "udp: session '%s' holds %u topics, the most one session can "
+					"(topic indexes 0 .. 65535): name another for '%s'", s->name,
+					s->ntopics, t->topic);
+		unsigned cap = s->captopics ? s->captopics * 2 : 4;
+		struct utopic **v = realloc(s->topics, cap * sizeof(*v));
+		if (!v)
+			return flit_err(ENOMEM, "udp: out of memory");
+		s->topics = v;
+		s->captopics = cap;
+	}
+	t->ss = s;
+	t->idx = s->ntopics;
+	s->topics[s->ntopics++] = t;
+	s->live++;
+	if (s->ntopics > 1) {
+		/* the session's receivers learn it on the data path, before
+		 * its first message; the resolver channel gets the pages
+		 * again from the first, at the shortest interval */
+		dg_src_topic_announce(s, t, false);
+		s->page = 0;
+		dg_advert_start(&s->adv, now);
+	}
+	return 0;
+}
+
 static int udp_src_open(struct flit_tp *tp, const char *topic,
 			const struct flit_cfg_source *cfg, struct flit_tsrc **out)
 {
-	struct udp_src *s = calloc(1, sizeof(*s));
-	uint64_t now = mono();
-	socklen_t sl = sizeof(s->self);
+	struct utopic *t = calloc(1, sizeof(*t));
+	char key[sizeof(((struct usess *)0)->cfgkey)];
 	int err;
 
-	if (!s)
+	if (!t)
 		return flit_err(ENOMEM, "udp: out of memory");
+	snprintf(t->topic, sizeof(t->topic), "%s", topic);
+	cfg_key(cfg, key, sizeof(key));
+	if (cfg->session[0]) {
+		/* a named session: join it if it exists */
+		pthread_mutex_lock(&tp->lock);
+		for (struct usess *s = tp->srcs; s; s = s->next) {
+			if (strcmp(s->name, cfg->session))
+				continue;
+			if (strcmp(s->cfgkey, key)) {
+				char first[FLIT_TOPIC_MAX + 1] = "";
+				src_lock(s);
+				for (unsigned i = 0; i < s->ntopics && !first[0]; i++)
+					if (s->topics[i])
+						snprintf(first, sizeof(first), "%s", s->topics[i]->topic);
+				src_unlock(s);
+				pthread_mutex_unlock(&tp->lock);
+				free(t);
+				return flit_err(EINVAL, "udp: publisher '%s' names session '%s' with other source "
+						"settings than its publisher '%s' (source.udp.*, batch, "
+						"timestamps and late_join must be equal)", topic, cfg->session,
+						first);
+			}
+			src_lock(s);
+			err = sess_add_topic(s, t, mono());
+			src_unlock(s);
+			pthread_mutex_unlock(&tp->lock);
+			if (err) {
+				free(t);
+				return err;
+			}
+			dg_wake(tp);
+			flit_debug("udp: source %s in session '%s' %08x, topic index %u", topic, s->name,
+				   s->session, t->idx);
+			*out = (struct flit_tsrc *)t;
+			return 0;
+		}
+		pthread_mutex_unlock(&tp->lock);
+	}
+	struct usess *s = calloc(1, sizeof(*s));
+	uint64_t now = mono();
+	socklen_t sl = sizeof(s->self);
+
+	if (!s) {
+		free(t);
+		return flit_err(ENOMEM, "udp: out of memory");
+	}
 	s->tp = tp;
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
-	snprintf(s->topic, sizeof(s->topic), "%s", topic);
+	snprintf(s->name, sizeof(s->name), "%s", cfg->session);
+	snprintf(s->cfgkey, sizeof(s->cfgkey), "%s", key);
+	if (s->name[0])
+		snprintf(s->topic, sizeof(s->topic), "session %s", s->name);
+	else
+		snprintf(s->topic, sizeof(s->topic), "%s", topic);
 	/* the application's thread: not tp->rng (the poll thread's) */
 	while (!s->session)
 		if (getrandom(&s->session, sizeof(s->session), 0) != sizeof(s->session))
@@ -345,7 +438,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	s->batch_min = cfg->udp_batch_min && cfg->udp_batch_min < s->max_dgram ? cfg->udp_batch_min : s->max_dgram;
 	s->batch_ivl = cfg->udp_batch_interval_us * US;
 	s->dest.sin_family = AF_INET;
-	s->dest.sin_addr = pick_group(cfg->udp_group, topic);
+	/* a range: the group by the topic's name, or the session's */
+	s->dest.sin_addr = pick_group(cfg->udp_group, s->name[0] ? s->name : topic);
 	s->dest.sin_port = htons((uint16_t)cfg->udp_port);
 	s->buf = aligned_alloc(64, (s->max_dgram + 63) & ~63u);
 	if (!s->buf) {
@@ -396,7 +490,20 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		}
 	}
 	dg_advert_start(&s->adv, now);
+	if ((err = sess_add_topic(s, t, now)))
+		goto fail;
 	pthread_mutex_lock(&tp->lock);
+	if (s->name[0]) {
+		/* another thread may have made the same named session
+		 * meanwhile: then this one is not needed */
+		for (struct usess *o = tp->srcs; o; o = o->next)
+			if (!strcmp(o->name, s->name)) {
+				pthread_mutex_unlock(&tp->lock);
+				err = flit_err(EAGAIN, "udp: session '%s' was created by two threads at once",
+					       s->name);
+				goto fail;
+			}
+	}
 	s->next = tp->srcs;
 	tp->srcs = s;
 	dg_batch_cap_update(tp);
@@ -408,28 +515,55 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	dg_wake(tp);
 	{
 		char e[48];
-		flit_info("udp: source %s session %08x to %s", topic, s->session, flit_ep_str(&s->dest, e, sizeof(e)));
+		flit_info("udp: source %s session %08x%s%s to %s", topic, s->session, s->name[0] ? " " : "",
+			  s->name, flit_ep_str(&s->dest, e, sizeof(e)));
 	}
-	*out = (struct flit_tsrc *)s;
+	*out = (struct flit_tsrc *)t;
 	return 0;
 fail:
+	flit_udp_io_close(s->io);
 	flit_rel_tx_free(s->rel);
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->txts);
 	free(s->buf);
+	free(s->topics);
 	free(s);
+	free(t);
 	return err;
 }
 
 static void udp_src_close(struct flit_tsrc *ts)
 {
-	struct udp_src *s = (struct udp_src *)ts;
+	struct utopic *t = (struct utopic *)ts;
+	struct usess *s = t->ss;
 	struct flit_tp *tp = s->tp;
 	uint64_t now = mono();
 
 	pthread_mutex_lock(&tp->lock);
-	for (struct udp_src **pp = &tp->srcs; *pp; pp = &(*pp)->next)
+	src_lock(s);
+	if (s->live > 1) {
+		/* one topic of a shared session ends: what it sent goes
+		 * first (unless another publisher's claim holds the frame),
+		 * then the INFO that ends it; the session goes on */
+		if (s->claimed && s->claimer == t) {
+			s->claimed = false;
+			s->claimer = NULL;
+			if (!s->count)
+				s->flen = 0;
+		}
+		if (!s->claimed)
+			dg_src_flush_locked(s, now, true);
+		s->topics[t->idx] = NULL;
+		s->live--;
+		dg_src_topic_announce(s, t, true);
+		src_unlock(s);
+		pthread_mutex_unlock(&tp->lock);
+		free(t);
+		return;
+	}
+	src_unlock(s);
+	for (struct usess **pp = &tp->srcs; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
 			break;
@@ -458,7 +592,9 @@ static void udp_src_close(struct flit_tsrc *ts)
 	free(s->txts);
 	free(s->rcv);
 	free(s->buf);
+	free(s->topics);
 	free(s);
+	free(t);
 }
 
 static int udp_subs_changed(struct flit_tp *tp)

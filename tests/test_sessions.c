@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Shared source sessions (source.session) across the netns testbed
+ * (tools/testbed, 3 hosts): the publishers of one context that name a
+ * session share one socket, one sequence space and its frames; each DATA
+ * message carries its topic's index, INFO pages name the topics.
+ *
+ * A publisher process in h1 creates topics PREFIX.0 .. PREFIX.k-1 in one
+ * session and sends rounds of one message per topic (payload: topic number,
+ * round).  Subscriber processes (h2, h3) check, per topic, that every round
+ * arrives once and in order (or inside a reported loss), that each topic
+ * has one BOS, and that all came from one session.
+ *
+ * With FLIT_TEST_NET=xdp (tests/test_sessions_xdp.sh) every side runs on
+ * the xdp transport instead.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nettest.h"
+
+#define MAXT 64
+
+/* What a subscriber saw, per topic (sent to the parent through a pipe). */
+struct msub_result {
+	unsigned ntopics;           /* topics seen (BOS or a message) */
+	uint64_t got[MAXT], bos[MAXT], eos[MAXT], lost_events, order_errors, bad;
+	uint64_t next[MAXT];        /* the next round expected */
+	uint32_t sessions[4];       /* distinct session ids seen */
+	unsigned nsessions;
+	int ok;
+	struct flit_counters c;
+};
+
+struct msub {
+	const char *prefix;
+	uint64_t rounds[MAXT];      /* done when each topic k with rounds[k]
+				     * has them all, or its EOS */
+	struct msub_result r;
+	volatile int done;
+};
+
+static int topic_no(const char *prefix, const char *topic)
+{
+	size_t l = strlen(prefix);
+	if (strncmp(topic, prefix, l) || topic[l] != '.')
+		return -1;
+	int k = atoi(topic + l + 1);
+	return k >= 0 && k < MAXT ? k : -1;
+}
+
+static void msub_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct msub *st = arg;
+	(void)sub;
+	int k = topic_no(st->prefix, m->topic);
+	if (k < 0) {
+		st->r.bad++;
+		return;
+	}
+	bool known = false;
+	for (unsigned i = 0; i < st->r.nsessions; i++)
+		known |= st->r.sessions[i] == m->session_id;
+	if (!known && st->r.nsessions < 4)
+		st->r.sessions[st->r.nsessions++] = m->session_id;
+	if (!st->r.bos[k] && !st->r.got[k] && (unsigned)k + 1 > st->r.ntopics)
+		st->r.ntopics = (unsigned)k + 1;
+	switch (m->kind) {
+	case FLIT_MSG_BOS:
+		st->r.bos[k]++;
+		break;
+	case FLIT_MSG_EOS:
+		st->r.eos[k]++;
+		break;
+	case FLIT_MSG_LOSS:
+		/* a loss in the session: which topics it hit is not known;
+		 * the rounds after it tell */
+		st->r.lost_events++;
+		break;
+	case FLIT_MSG_DATA: {
+		uint32_t v[2];
+		if (m->len < sizeof(v)) {
+			st->r.bad++;
+			break;
+		}
+		memcpy(v, m->data, sizeof(v));
+		if (v[0] != (uint32_t)k) {
+			st->r.bad++;
+			break;
+		}
+		if (v[1] < st->r.next[k] || (v[1] > st->r.next[k] && !st->r.lost_events))
+			st->r.order_errors++;
+		st->r.next[k] = v[1] + 1ull;
+		st->r.got[k]++;
+		break;
+	}
+	}
+	bool all = true;
+	for (unsigned i = 0; i < MAXT && all; i++)
+		all = !st->rounds[i] || st->r.next[i] >= st->rounds[i] || st->r.eos[i];
+	if (all)
+		st->done = 1;
+}
+
+/* Child: subscribe to `topic` (a pattern if it has '*') in host `host`. */
+static void msub_main(int host, const char *topic, struct msub *st, const char *cfg, int fd,
+		      unsigned timeout_ms)
+{
+	if (tb_enter(tb, host))
+		_exit(3);
+	flit_ctx *ctx = net_ctx(cfg);
+	if (!ctx)
+		_exit(4);
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = msub_cb, .arg = st, .pattern = strchr(topic, '*') != NULL);
+	flit_sub *sub = flit_sub_new(ctx, topic, &so);
+	if (!sub)
+		_exit(5);
+	tl_poll_until(ctx, &st->done, timeout_ms);
+	st->r.ok = st->done;
+	st->r.c.sz = sizeof(st->r.c);
+	flit_ctx_counters(ctx, &st->r.c);
+	if (write(fd, &st->r, sizeof(st->r)) != sizeof(st->r))
+		_exit(6);
+	flit_sub_close(sub);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+static pid_t msub_start(int host, const char *topic, struct msub *st, const char *cfg, int rp[2],
+			unsigned timeout_ms)
+{
+	assert_int_equal(pipe(rp), 0);
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		close(rp[0]);
+		msub_main(host, topic, st, cfg, rp[1], timeout_ms);
+	}
+	close(rp[1]);
+	return pid;
+}
+
+static void msub_wait(pid_t pid, int rp[2], struct msub_result *r)
+{
+	int status;
+	memset(r, 0, sizeof(*r));
+	ssize_t got = read(rp[0], r, sizeof(*r));
+	close(rp[0]);
+	waitpid(pid, &status, 0);
+	if (got != sizeof(*r))
+		fail_msg("subscriber exited without a result (status %#x)", status);
+}
+
+/* The publisher's plan. */
+struct mpub {
+	const char *prefix, *src_cfg, *cfg;
+	unsigned ntopics;           /* created at the start */
+	unsigned later;             /* one more topic (index ntopics) created
+				     * after `later` rounds; 0: none */
+	uint64_t rounds;
+	unsigned gap_us;            /* between rounds */
+	int close_first_after;      /* close topic 0 after this many rounds (-1: never) */
+	int want_receivers;
+};
+
+static int mpub_send(flit_ctx *ctx, flit_pub *p, uint32_t k, uint32_t round)
+{
+	uint32_t v[4] = { k, round, 0, 0 };
+	int r;
+	while ((r = flit_pub_send(p, v, sizeof(v))) != 0) {
+		if (r < 0)
+			return r;
+		flit_ctx_poll(ctx, 0);
+	}
+	return 0;
+}
+
+static void mpub_main(const struct mpub *a, int stop)
+{
+	flit_pub *pub[MAXT] = { 0 };
+	char topic[64];
+
+	if (tb_enter(tb, 1))
+		_exit(3);
+	flit_ctx *ctx = net_ctx(a->cfg);
+	if (!ctx)
+		_exit(4);
+	FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = a->src_cfg);
+	for (unsigned k = 0; k < a->ntopics; k++) {
+		snprintf(topic, sizeof(topic), "%s.%u", a->prefix, k);
+		if (!(pub[k] = flit_pub_new(ctx, topic, &po))) {
+			fprintf(stderr, "flit_pub_new %s: %s\n", topic, flit_errmsg());
+			_exit(5);
+		}
+	}
+	uint64_t end = tl_now_ms() + 10000;
+	while (flit_pub_receivers(pub[0]) < a->want_receivers) {
+		if (tl_now_ms() > end)
+			_exit(6);
+		flit_ctx_poll(ctx, 0);
+		usleep(1000);
+	}
+	unsigned n = a->ntopics;
+	for (uint32_t i = 0; i < a->rounds; i++) {
+		if (a->later && i == a->later) {
+			snprintf(topic, sizeof(topic), "%s.%u", a->prefix, n);
+			if (!(pub[n] = flit_pub_new(ctx, topic, &po)))
+				_exit(7);
+			n++;
+		}
+		if (a->close_first_after >= 0 && i == (uint32_t)a->close_first_after && pub[0]) {
+			flit_pub_close(pub[0]);
+			pub[0] = NULL;
+		}
+		for (unsigned k = 0; k < n; k++)
+			if (pub[k] && mpub_send(ctx, pub[k], k, a->later && k == a->ntopics ? i - a->later : i))
+				_exit(8);
+		if (a->gap_us)
+			usleep(a->gap_us);
+	}
+	for (unsigned k = 0; k < n; k++)
+		if (pub[k])
+			flit_pub_flush(pub[k]);
+	struct pollfd p = { .fd = stop, .events = POLLIN };
+	while (poll(&p, 1, 20) == 0)
+		flit_ctx_poll(ctx, 0);
+	for (unsigned k = 0; k < n; k++)
+		flit_pub_close(pub[k]);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+/* Publisher and subscribers: sub i in host hosts[i] on topics[i]. */
+static void mrun(const struct mpub *pa, unsigned nsubs, const int *hosts, const char *const *topics,
+		 struct msub *subs, const char *sub_cfg, struct msub_result *res, unsigned timeout_ms)
+{
+	int rp[4][2], stop[2];
+	pid_t sp[4];
+
+	assert_int_equal(pipe(stop), 0);
+	for (unsigned i = 0; i < nsubs; i++)
+		sp[i] = msub_start(hosts[i], topics[i], &subs[i], sub_cfg, rp[i], timeout_ms);
+	usleep(100 * 1000);
+	pid_t pp = tl_fork();
+	if (pp == 0) {
+		close(stop[1]);
+		mpub_main(pa, stop[0]);
+	}
+	close(stop[0]);
+	for (unsigned i = 0; i < nsubs; i++)
+		msub_wait(sp[i], rp[i], &res[i]);
+	close(stop[1]);
+	int status;
+	waitpid(pp, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void show(const char *what, const struct msub_result *r, unsigned n)
+{
+	printf("# %s: %u topics, %u session(s), loss events %llu, order errors %llu, bad %llu, "
+	       "malformed %llu, naks %llu:", what, r->ntopics, r->nsessions,
+	       (unsigned long long)r->lost_events, (unsigned long long)r->order_errors,
+	       (unsigned long long)r->bad, (unsigned long long)r->c.malformed,
+	       (unsigned long long)r->c.naks_sent);
+	for (unsigned k = 0; k < n; k++)
+		printf(" %u:%llu/%llu/%llu", k, (unsigned long long)r->got[k], (unsigned long long)r->bos[k],
+		       (unsigned long long)r->eos[k]);
+	printf("\n");
+}
+
+#define SHARED "session = md\nbatch = true"
+
+static void topics_of_one_session_arrive_each_in_order(void **state)
+{
+	(void)state;
+	struct mpub pa = { .prefix = "ss", .src_cfg = SHARED, .ntopics = 8, .rounds = 5000,
+			   .close_first_after = -1, .want_receivers = 2 };
+	struct msub subs[2] = { { .prefix = "ss", .rounds = { 5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000 } },
+				{ .prefix = "ss", .rounds = { [3] = 5000 } } };
+	const int hosts[2] = { 2, 3 };
+	const char *const topics[2] = { "ss.*", "ss.3" };
+	struct msub_result r[2];
+
+	mrun(&pa, 2, hosts, topics, subs, NULL, r, 30000);
+	show("pattern ss.* (h2)", &r[0], 8);
+	show("exact ss.3 (h3)", &r[1], 8);
+	assert_true(r[0].ok);
+	assert_int_equal(r[0].nsessions, 1);
+	assert_int_equal(r[0].ntopics, 8);
+	for (unsigned k = 0; k < 8; k++) {
+		assert_int_equal(r[0].got[k], 5000);
+		assert_int_equal(r[0].bos[k], 1);
+	}
+	assert_int_equal(r[0].order_errors + r[0].bad + r[0].lost_events, 0);
+	/* the exact subscriber: its topic alone, every message, nothing of
+	 * the other seven although they share its frames */
+	assert_true(r[1].ok);
+	assert_int_equal(r[1].got[3], 5000);
+	assert_int_equal(r[1].bos[3], 1);
+	for (unsigned k = 0; k < 8; k++)
+		if (k != 3)
+			assert_int_equal(r[1].got[k] + r[1].bos[k], 0);
+	assert_int_equal(r[1].order_errors + r[1].bad + r[1].c.malformed, 0);
+}
+
+static void topic_added_to_a_running_session_reaches_the_pattern_subscriber(void **state)
+{
+	(void)state;
+	struct mpub pa = { .prefix = "sa", .src_cfg = SHARED, .ntopics = 2, .later = 500, .rounds = 2000,
+			   .gap_us = 200, .close_first_after = -1, .want_receivers = 1 };
+	struct msub subs[1] = { { .prefix = "sa", .rounds = { 2000, 2000, 1500 } } };
+	const int hosts[1] = { 2 };
+	const char *const topics[1] = { "sa.*" };
+	struct msub_result r;
+
+	mrun(&pa, 1, hosts, topics, subs, NULL, &r, 30000);
+	show("pattern sa.*", &r, 3);
+	assert_true(r.ok);
+	assert_int_equal(r.nsessions, 1);
+	assert_int_equal(r.got[0], 2000);
+	assert_int_equal(r.got[1], 2000);
+	/* the topic added after 500 rounds: its BOS, then all of its 1500 */
+	assert_int_equal(r.bos[2], 1);
+	assert_int_equal(r.got[2], 1500);
+	assert_int_equal(r.order_errors + r.bad + r.lost_events, 0);
+}
+
+static void closing_one_publisher_ends_its_topic_alone(void **state)
+{
+	(void)state;
+	struct mpub pa = { .prefix = "sc", .src_cfg = SHARED, .ntopics = 3, .rounds = 3000, .gap_us = 100,
+			   .close_first_after = 1000, .want_receivers = 1 };
+	/* done when topics 1 and 2 have all their rounds and topic 0 its EOS */
+	struct msub subs[1] = { { .prefix = "sc", .rounds = { 3000, 3000, 3000 } } };
+	const int hosts[1] = { 2 };
+	const char *const topics[1] = { "sc.*" };
+	struct msub_result r;
+
+	mrun(&pa, 1, hosts, topics, subs, NULL, &r, 15000);
+	show("pattern sc.*", &r, 3);
+	assert_true(r.ok);
+	assert_int_equal(r.got[0], 1000);
+	assert_int_equal(r.eos[0], 1);       /* its topic ended ... */
+	assert_int_equal(r.got[1], 3000);    /* ... the others went on */
+	assert_int_equal(r.got[2], 3000);
+	assert_int_equal(r.eos[1] + r.eos[2], 0);
+	assert_int_equal(r.order_errors + r.bad + r.lost_events, 0);
+}
+
+static void loss_5pct_is_repaired_across_the_topics_of_a_session(void **state)
+{
+	(void)state;
+	struct mpub pa = { .prefix = "sl", .src_cfg = SHARED, .ntopics = 5, .rounds = 4000,
+			   .close_first_after = -1, .want_receivers = 1 };
+	struct msub subs[1] = { { .prefix = "sl", .rounds = { 4000, 4000, 4000, 4000, 4000 } } };
+	const int hosts[1] = { 3 };
+	const char *const topics[1] = { "sl.*" };
+	struct msub_result r;
+
+	mrun(&pa, 1, hosts, topics, subs, "context.udp.impair = loss=5%,seed=21\n", &r, 30000);
+	show("pattern sl.*, 5% loss", &r, 5);
+	assert_true(r.ok);
+	for (unsigned k = 0; k < 5; k++)
+		assert_int_equal(r.got[k], 4000);
+	assert_true(r.c.naks_sent > 0);
+	assert_int_equal(r.order_errors + r.bad + r.lost_events, 0);
+}
+
+/* In h1: what flit_pub_new says to a publisher whose settings differ from
+ * its session's first publisher, and that another session name is free. */
+static void publisher_with_other_settings_is_refused_naming_the_session(void **state)
+{
+	(void)state;
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx(NULL);
+		FLIT_OPTS(flit_pub_opts, a, .transport = nt_default(), .config = "session = md\nbatch = true");
+		FLIT_OPTS(flit_pub_opts, b, .transport = nt_default(), .config = "session = md\nbatch = false");
+		FLIT_OPTS(flit_pub_opts, c, .transport = nt_default(), .config = "session = other\nbatch = false");
+		flit_pub *p1 = ctx ? flit_pub_new(ctx, "sr.a", &a) : NULL;
+		if (!p1)
+			_exit(4);
+		flit_pub *p2 = flit_pub_new(ctx, "sr.b", &b);
+		if (p2 || errno != EINVAL || !strstr(flit_errmsg(), "session 'md'") ||
+		    !strstr(flit_errmsg(), "sr.a")) {
+			fprintf(stderr, "second publisher: %p %s\n", (void *)p2, flit_errmsg());
+			_exit(5);
+		}
+		flit_pub *p3 = flit_pub_new(ctx, "sr.b", &c);
+		if (!p3)
+			_exit(6);
+		flit_pub_close(p3);
+		flit_pub_close(p1);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(topics_of_one_session_arrive_each_in_order),
+		cmocka_unit_test(topic_added_to_a_running_session_reaches_the_pattern_subscriber),
+		cmocka_unit_test(closing_one_publisher_ends_its_topic_alone),
+		cmocka_unit_test(loss_5pct_is_repaired_across_the_topics_of_a_session),
+		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
+	};
+	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));
+}
