@@ -5,7 +5,8 @@
 # all N of a running publisher, subscriber first and second; a subscriber
 # that cannot find them all says how many and exits 1; pub stopped by its
 # --timeout says so and exits 1; over udp across a direct testbed (root) a
-# small N is found by a pattern subscriber on the other host; and
+# small N is found by a pattern subscriber on the other host, and 2,000
+# topics in one shared session (--session) with a few fds; and
 # tools/bench-topics.sh prints its table for a small N.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 # timeout: 180
@@ -85,6 +86,23 @@ wait $sp; rc=$?
 kill -TERM $pp 2>/dev/null; wait $pp
 if [ $rc -eq 0 ] && grep -q "^found 20 topics of 'md.\*'" "$tmp/usub"; then ok "udp: $(cat "$tmp/usub")"
 else fail "udp: exit $rc: $(cat "$tmp/usub" "$tmp/upub")"; fi
+
+# one shared session (--session): 2,000 topics, 2 file descriptors' worth,
+# and the pattern subscriber finds them all
+tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" "${U[@]}" -p sh -n 2000 -T 20 sub 'sh*' >"$tmp/ssub" 2>&1 & sp=$!
+sleep 0.3
+tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" "${U[@]}" -p sh -n 2000 -i 0.2 -l 20 --session md --json pub \
+	>"$tmp/spub" 2>&1 & pp=$!
+on_exit "kill $pp $sp 2>/dev/null"
+wait $sp; rc=$?
+for ((i = 0; i < 100; i++)); do [ -s "$tmp/spub" ] && break; sleep 0.1; done
+kill -TERM $pp 2>/dev/null; wait $pp
+fds=$(json "$tmp/spub" fds 2>/dev/null)
+if [ $rc -eq 0 ] && grep -q "^found 2000 topics of 'sh\*'" "$tmp/ssub" && [ -n "$fds" ] && [ "$fds" -lt 40 ]; then
+	ok "udp, one session: 2000 topics with $fds fds; $(cat "$tmp/ssub")"
+else
+	fail "udp, one session: exit $rc, fds '$fds': $(cat "$tmp/ssub" "$tmp/spub")"
+fi
 
 tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
 if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ]; then

@@ -8,8 +8,12 @@
 # descriptors, RSS, CPU of the idle publishing process, and how many of the
 # N the subscriber found within the timeout (and when it had them all).
 #
-#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp xdp"]
+#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+s xdp xdp+s"]
 #                         [-T SECONDS] [--json FILE]
+#
+# "udp+s", "xdp+s": the topics share a session (flit-topics --session md:
+# source.session, a session per 50,000 topics); "udp", "xdp": each topic a
+# session of its own (the default).
 #
 # An N that cannot run here is not started, and the row says why: the RSS
 # or file descriptors the previous N measured per topic would exceed half
@@ -20,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
-NS="1 1000 10000 100000" TRANSPORTS="shm udp xdp" BUDGET=60 JSON= FIND_S=20
+NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20
 usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -55,8 +59,9 @@ host() {
 	if [ "$t" = shm ]; then exec "$@"; else exec tools/testbed exec --name "$tb" --host "$h" -- "$@"; fi
 }
 
-for t in $TRANSPORTS; do
-	cfg=()
+for tt in $TRANSPORTS; do
+	t=${tt%+s} cfg=() pcfg=()
+	[ "$tt" != "$t" ] && pcfg=(--session md)
 	case $t in
 	shm) ;;
 	udp|xdp)
@@ -66,7 +71,7 @@ for t in $TRANSPORTS; do
 			up=1
 		fi
 		cfg=(-C context.udp.interface=eth0) ;;
-	*) echo "bench-topics: unknown transport '$t'" >&2; exit 2 ;;
+	*) echo "bench-topics: unknown transport '$tt'" >&2; exit 2 ;;
 	esac
 	prev_n=0 prev_rss=0 prev_fds=0 prev_s=0
 	for n in $NS; do
@@ -88,8 +93,8 @@ for t in $TRANSPORTS; do
 			fi
 		fi
 		if [ -n "$why" ]; then
-			printf '%-5s %7s  not run: %s\n' "$t" "$n" "$why"
-			printf '{"tool":"bench-topics","transport":"%s","topics":%s,"not_run":"%s"}\n' "$t" "$n" "$why" >>"$tmp/all.json"
+			printf '%-5s %7s  not run: %s\n' "$tt" "$n" "$why"
+			printf '{"tool":"bench-topics","transport":"%s","topics":%s,"not_run":"%s"}\n' "$tt" "$n" "$why" >>"$tmp/all.json"
 			continue
 		fi
 		# the subscriber first (it finds the topics as they come), then
@@ -99,7 +104,7 @@ for t in $TRANSPORTS; do
 			>"$tmp/sub.json" 2>"$tmp/sub.err" &
 		sp=$!
 		sleep 0.3
-		host 1 "$D/flit-topics" -t "$t" "${cfg[@]}" -n "$n" -T "$BUDGET" -i 2 -l $((BUDGET + FIND_S)) --send --json pub \
+		host 1 "$D/flit-topics" -t "$t" "${cfg[@]}" "${pcfg[@]}" -n "$n" -T "$BUDGET" -i 2 -l $((BUDGET + FIND_S)) --send --json pub \
 			>"$tmp/pub.json" 2>"$tmp/pub.err" &
 		pp=$!
 		wait "$sp" || true
@@ -112,10 +117,10 @@ for t in $TRANSPORTS; do
 		kill -TERM "$pp" 2>/dev/null || true
 		wait "$pp" || true
 		if [ ! -s "$tmp/pub.json" ]; then
-			printf '%-5s %7s  failed: %s\n' "$t" "$n" "$(tail -1 "$tmp/pub.err")"
+			printf '%-5s %7s  failed: %s\n' "$tt" "$n" "$(tail -1 "$tmp/pub.err")"
 			continue
 		fi
-		python3 - "$tmp/pub.json" "$tmp/sub.json" "$t" "$n" >>"$tmp/all.json" <<'EOF'
+		python3 - "$tmp/pub.json" "$tmp/sub.json" "$tt" "$n" >>"$tmp/all.json" <<'EOF'
 import json, sys
 p = json.loads(open(sys.argv[1]).read().splitlines()[0])
 try:
@@ -123,12 +128,12 @@ try:
 except Exception:
     s = {}
 found = (f"{s['found']} of {s['topics']}" + (f", all in {s['find_s']:.2f} s" if s.get('complete') else f" in {s['find_s']:.0f} s")) if s else "?"
-line = (f"{p['transport']:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
+line = (f"{sys.argv[3]:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
         f"{p['us_per_topic_last']:>8.1f} {p['fds']:>7} {p['rss_bytes'] / 1048576:>9.1f} {p['idle_cpu_pct']:>6.1f}  {found}")
 if p['created'] != p['topics']:
     line += f"\n{'':14}created {p['created']}: {p.get('error', '')}"
 sys.stderr.write(line + "\n")
-print(json.dumps({"tool": "bench-topics", "pub": p, "sub": s}))
+print(json.dumps({"tool": "bench-topics", "transport": sys.argv[3], "pub": p, "sub": s}))
 EOF
 		prev_n=$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0)' "$tmp/pub.json")
 		read -r prev_rss prev_fds prev_s < <(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")

@@ -42,6 +42,9 @@ static const char usage[] =
 "                       that subscribers can find the topics (default 0;\n"
 "                       SIGINT/SIGTERM end it early)\n"
 "  -s, --send           pub: one message on every topic after creating them\n"
+"  -S, --session NAME   pub: udp/xdp: the topics share session NAME\n"
+"                       (source.session; NAME, NAME1, ... for each 50,000:\n"
+"                       a session holds at most 65,536 topics)\n"
 "  -T, --timeout S      pub: stop creating after S seconds (default 60);\n"
 "                       sub: give up after S seconds (default 20)\n"
 "  -C, --config LINE    a config line for the context (repeatable)\n"
@@ -55,13 +58,16 @@ static const char usage[] =
 "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
 
 struct options {
-	const char *transport, *prefix, *pattern;
+	const char *transport, *prefix, *pattern, *session;
 	bool sub, send, json;
 	uint64_t n;
 	double idle_s, linger_s, timeout_s;
 	struct tool_config config;
 	int verbose;
 };
+
+/* --session: topics per session name */
+#define SESSION_TOPICS 50000
 
 static volatile sig_atomic_t stop;
 
@@ -122,7 +128,8 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	char topic[FLIT_TOPIC_MAX + 1], why[512] = "";
 	uint64_t made = 0, tenth = o->n >= 10 ? o->n / 10 : 1;
 	double t0 = now_s(), t_first = 0, t_last0 = 0, t_end;
-	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport);
+	char scfg[96] = "";
+	FLIT_OPTS(flit_pub_opts, popts, .transport = o->transport, .config = o->session ? scfg : NULL);
 
 	if (!pubs)
 		tool_fail("no memory for %llu publishers", (unsigned long long)o->n);
@@ -130,6 +137,13 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		if (made == o->n - tenth)
 			t_last0 = now_s();
 		topic_name(topic, sizeof(topic), o->prefix, made, o->n);
+		if (o->session && made % SESSION_TOPICS == 0) {
+			if (made)
+				snprintf(scfg, sizeof(scfg), "session = %s%llu\n", o->session,
+					 (unsigned long long)(made / SESSION_TOPICS));
+			else
+				snprintf(scfg, sizeof(scfg), "session = %s\n", o->session);
+		}
 		pubs[made] = flit_pub_new(ctx, topic, &popts);
 		if (!pubs[made]) {
 			snprintf(why, sizeof(why), "publisher %llu ('%s'): %s",
@@ -187,10 +201,10 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		printf("{\"tool\":\"flit-topics\",\"mode\":\"pub\",\"transport\":\"%s\",\"topics\":%llu,"
 		       "\"created\":%llu,\"create_s\":%.4f,\"us_per_topic_first\":%.2f,"
 		       "\"us_per_topic_last\":%.2f,\"fds\":%u,\"rss_bytes\":%llu,\"idle_s\":%.2f,"
-		       "\"idle_cpu_pct\":%.2f,\"sent\":%llu",
+		       "\"idle_cpu_pct\":%.2f,\"sent\":%llu,\"session\":\"%s\"",
 		       o->transport, (unsigned long long)o->n, (unsigned long long)made, create_s,
 		       us_first, us_last, fds, (unsigned long long)rss, idle_wall, cpu_pct,
-		       (unsigned long long)sent);
+		       (unsigned long long)sent, o->session ? o->session : "");
 		if (why[0]) {
 			printf(",\"error\":\"");
 			for (const char *p = why; *p; p++)
@@ -199,8 +213,9 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		}
 		printf("}\n");
 	} else {
-		printf("# flit-topics pub: %s, %llu topics '%s...'\n", o->transport,
-		       (unsigned long long)o->n, o->prefix);
+		printf("# flit-topics pub: %s, %llu topics '%s...'%s%s\n", o->transport,
+		       (unsigned long long)o->n, o->prefix, o->session ? ", session " : "",
+		       o->session ? o->session : "");
 		printf("created %llu of %llu in %.3f s (%.1f us/topic for the first tenth, %.1f for the last)\n",
 		       (unsigned long long)made, (unsigned long long)o->n, create_s, us_first, us_last);
 		if (why[0])
@@ -307,6 +322,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "idle",      required_argument, NULL, 'i' },
 		{ "linger",    required_argument, NULL, 'l' },
 		{ "send",      no_argument,       NULL, 's' },
+		{ "session",   required_argument, NULL, 'S' },
 		{ "timeout",   required_argument, NULL, 'T' },
 		{ "config",    required_argument, NULL, 'C' },
 		{ "json",      no_argument,       NULL, OPT_JSON },
@@ -319,7 +335,7 @@ static void parse(int argc, char **argv, struct options *o)
 	bool timeout_set = false;
 
 	*o = (struct options){ .transport = "shm", .prefix = "md.sym", .n = 1000, .idle_s = 2 };
-	while ((opt = getopt_long(argc, argv, ":t:n:p:i:l:sT:C:vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:n:p:i:l:sS:T:C:vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
 		case 'n': o->n = tool_parse_count("topic count", optarg, 1, 10000000); break;
@@ -327,6 +343,12 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'i': o->idle_s = tool_parse_seconds("idle", optarg, 0, 3600); break;
 		case 'l': o->linger_s = tool_parse_seconds("linger", optarg, 0, 86400); break;
 		case 's': o->send = true; break;
+		case 'S': o->session = optarg;
+			  if (!*optarg || strlen(optarg) > 56 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+				"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(optarg))
+				  tool_usage_exit("bad --session '%s': 1..56 characters of A-Z a-z 0-9 _ . -",
+						  optarg);
+			  break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400);
 			  timeout_set = true; break;
 		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
@@ -346,8 +368,8 @@ static void parse(int argc, char **argv, struct options *o)
 		o->pattern = argv[optind++];
 		if (!*o->pattern || strlen(o->pattern) > FLIT_TOPIC_MAX)
 			tool_usage_exit("bad PATTERN: 1..%d bytes", FLIT_TOPIC_MAX);
-		if (o->send || o->linger_s > 0)
-			tool_usage_exit("--send and --linger are for pub");
+		if (o->send || o->linger_s > 0 || o->session)
+			tool_usage_exit("--send, --linger and --session are for pub");
 	} else if (strcmp(mode, "pub")) {
 		tool_usage_exit("unknown mode '%s' (pub or sub)", mode);
 	}

@@ -84,6 +84,9 @@ struct flit_stats {
 	char errmsg[256];
 	char path[FLIT_PATH_MAX + 32];
 	bool warned_full;
+	/* no row below this is free (rows are taken lowest first): a context
+	 * with many publishers does not scan the taken ones for each new one */
+	uint32_t free_hint;
 	/* Totals, guarded by the context row's seqlock (taken as a try-lock):
 	 * the receive side as the poll thread last saw it, and per transport
 	 * the send counters publishers have reported (closed ones included). */
@@ -192,10 +195,12 @@ static int row_new(struct flit_stats *st, uint32_t kind, uint32_t flags,
 	struct flit_stats_hdr *h = hdr(st);
 	uint64_t now = flit_monotonic_now();
 
-	for (uint32_t i = 1; i < st->row_cap; i++) {
+	uint32_t from = __atomic_load_n(&st->free_hint, __ATOMIC_RELAXED);
+	for (uint32_t i = from > 1 ? from : 1; i < st->row_cap; i++) {
 		struct flit_stats_row *r = row_at(st, (int)i);
 		if (__atomic_load_n(&r->kind, __ATOMIC_RELAXED) != FLIT_STATS_ROW_FREE)
 			continue;
+		__atomic_store_n(&st->free_hint, i + 1, __ATOMIC_RELAXED);
 		uint64_t s = row_lock_wait(r);
 		st32(&r->flags, flags);
 		st64(&r->created_ns, now);
@@ -210,6 +215,7 @@ static int row_new(struct flit_stats *st, uint32_t kind, uint32_t flags,
 			__atomic_store_n(&h->rows_used, i + 1, __ATOMIC_RELEASE);
 		return (int)i;
 	}
+	__atomic_store_n(&st->free_hint, st->row_cap, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&h->rows_dropped, 1, __ATOMIC_RELAXED);
 	if (!st->warned_full) {
 		st->warned_full = true;
@@ -226,6 +232,8 @@ static void row_free(struct flit_stats *st, int i)
 
 	st32(&r->kind, FLIT_STATS_ROW_FREE);
 	row_unlock(r, s);
+	if ((uint32_t)i < __atomic_load_n(&st->free_hint, __ATOMIC_RELAXED))
+		__atomic_store_n(&st->free_hint, (uint32_t)i, __ATOMIC_RELAXED);
 }
 
 static int mkdir_shared(const char *path)

@@ -354,7 +354,8 @@ static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 		/* the session's receivers learn it on the data path, before
 		 * its first message; the resolver channel gets the pages
 		 * again from the first, at the shortest interval */
-		dg_src_topic_announce(s, t, false);
+		if (s->nrcv)   /* a receiver that joins later gets every page */
+			dg_src_topic_announce(s, t, false);
 		s->page = 0;
 		dg_advert_start(&s->adv, now);
 	}
