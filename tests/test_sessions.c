@@ -415,6 +415,52 @@ static void publisher_with_other_settings_is_refused_naming_the_session(void **s
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* In h1: a session holds 65,536 topics (indexes 0 .. 65535); one more is
+ * refused naming the session, and once a topic ended its index is taken
+ * by the next. */
+static void a_session_holds_65536_topics_then_reuses_ended_indexes(void **state)
+{
+	(void)state;
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		enum { N = 65536 };
+		char topic[32];
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = big");
+		flit_pub **p = calloc(N + 1, sizeof(*p));
+		if (!ctx || !p)
+			_exit(4);
+		for (int i = 0; i < N; i++) {
+			snprintf(topic, sizeof(topic), "big.%d", i);
+			if (!(p[i] = flit_pub_new(ctx, topic, &po))) {
+				fprintf(stderr, "topic %d: %s\n", i, flit_errmsg());
+				_exit(5);
+			}
+		}
+		if (flit_pub_new(ctx, "big.more", &po) || errno != ENOSPC ||
+		    !strstr(flit_errmsg(), "session 'big' holds 65536 topics")) {
+			fprintf(stderr, "topic 65537: %s\n", flit_errmsg());
+			_exit(6);
+		}
+		flit_pub_close(p[777]);
+		if (!(p[777] = flit_pub_new(ctx, "big.again", &po)) || flit_pub_send(p[777], "x", 1) != 0) {
+			fprintf(stderr, "after a close: %s\n", flit_errmsg());
+			_exit(7);
+		}
+		for (int i = 0; i < N; i++)
+			flit_pub_close(p[i]);
+		free(p);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -423,6 +469,7 @@ int main(void)
 		cmocka_unit_test(closing_one_publisher_ends_its_topic_alone),
 		cmocka_unit_test(loss_5pct_is_repaired_across_the_topics_of_a_session),
 		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
+		cmocka_unit_test(a_session_holds_65536_topics_then_reuses_ended_indexes),
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -334,6 +334,21 @@ static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
  * now.  0 or -ENOSPC. */
 static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 {
+	if (s->ntopics >= MAX_TOPICS_PER_SESS && s->live < s->ntopics) {
+		/* every index was used once: take one whose topic ended (its
+		 * receivers had its end; a page names the new topic) */
+		unsigned i = 0;
+		while (s->topics[i])
+			i++;
+		t->ss = s;
+		t->idx = i;
+		s->topics[i] = t;
+		s->live++;
+		if (s->nrcv)
+			dg_src_topic_announce(s, t, false);
+		dg_advert_start(&s->adv, now);
+		return 0;
+	}
 	if (s->ntopics == s->captopics) {
 		if (s->ntopics >= MAX_TOPICS_PER_SESS)
 			return flit_err(ENOSPC, "udp: session '%s' holds %u topics, the most one session can "
