@@ -39,13 +39,14 @@ struct flit_ctx {
 	int in_callback;
 	struct flit_stats *stats;       /* the counters file (userspace/stats.h) */
 	struct flit_stats_tick stats_tick;
+	flit_pub *stats_next;       /* where the next stats tick goes on */
 };
 
 struct flit_pub {
 	flit_ctx *ctx;
 	const struct flit_transport_ops *ops;
 	struct flit_tsrc *src;
-	flit_pub *next;
+	flit_pub *next, *prev;
 	struct flit_stats_pub st;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
@@ -265,14 +266,23 @@ static __attribute__((noinline, cold)) void pub_stats_tick(flit_pub *pub)
 		pub_stats_write(pub, now);
 }
 
+#define STATS_PUBS_PER_TICK 1000
+
 static __attribute__((noinline, cold)) void ctx_stats_tick(flit_ctx *ctx)
 {
 	uint64_t now;
 
 	if (!flit_stats_tick_due(ctx->stats, &ctx->stats_tick, &now))
 		return;
-	for (flit_pub *p = ctx->pubs; p; p = p->next)
+	/* at most STATS_PUBS_PER_TICK publishers a tick, going round: a
+	 * context with 100,000 writes each every 10 s, not all of them
+	 * every 100 ms */
+	flit_pub *p = ctx->stats_next ? ctx->stats_next : ctx->pubs;
+	for (unsigned n = 0; p && n < STATS_PUBS_PER_TICK; n++) {
 		pub_stats_write(p, now);
+		p = p->next;
+	}
+	ctx->stats_next = p;
 	for (flit_sub *s = ctx->subs; s; s = s->next)
 		flit_stats_sub_write(ctx->stats, &s->st, now);
 	for (unsigned i = 0; i < NTRANSPORTS; i++)
@@ -405,6 +415,9 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 				   tp_desc(ctx, (unsigned)ti), flit_monotonic_now());
 	flit_stats_pub_add(ctx->stats, &pub->st, (unsigned)ti, pub->ops->name, topic);
 	pub->next = ctx->pubs;
+	pub->prev = NULL;
+	if (ctx->pubs)
+		ctx->pubs->prev = pub;
 	ctx->pubs = pub;
 	return pub;
 }
@@ -421,11 +434,14 @@ void flit_pub_close(flit_pub *pub)
 	flit_stats_counters_add(&ctx->closed_tx, &last);
 	pub->ops->src_close(pub->src);
 	flit_stats_pub_remove(ctx->stats, &pub->st, &last);
-	for (flit_pub **pp = &ctx->pubs; *pp; pp = &(*pp)->next)
-		if (*pp == pub) {
-			*pp = pub->next;
-			break;
-		}
+	if (pub->prev)
+		pub->prev->next = pub->next;
+	else
+		ctx->pubs = pub->next;
+	if (pub->next)
+		pub->next->prev = pub->prev;
+	if (ctx->stats_next == pub)
+		ctx->stats_next = pub->next;
 	free(pub);
 }
 

@@ -202,6 +202,8 @@ struct usess {
 	char cfgkey[400];            /* the settings its publishers must share */
 	struct utopic **topics;      /* by index; NULL: free (ended) */
 	unsigned ntopics, captopics, live;
+	unsigned lead;               /* the lowest index in use: its publisher
+				      * reports the session's counters */
 	unsigned page;               /* the next topic an advert page starts at */
 	struct utopic *claimer;      /* whose claim is open */
 	uint32_t session;
@@ -230,6 +232,7 @@ struct usess {
 	uint64_t last_direct;        /* last INFO sent straight to an asker */
 	struct flit_txts *txts;      /* transmit stamps (context.udp.tx_timestamps), or NULL */
 	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
+	struct flit_counters c_base; /* c when the lead was last handed on */
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 };
 

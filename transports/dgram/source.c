@@ -363,8 +363,8 @@ int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
 }
 
 /* A publisher's counters: its own messages and bytes; the session's frames,
- * NAKs, retransmissions, ... with the first publisher of the session only
- * (so that a context's totals count them once). */
+ * NAKs, retransmissions, ... with the session's lead publisher only (the
+ * lowest index in use), so that a context's totals count them once. */
 void dg_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 {
 	const struct utopic *t = (const struct utopic *)ts;
@@ -372,18 +372,17 @@ void dg_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 	src_lock(s);
 	c->msgs_sent += t->msgs_sent;
 	c->bytes_sent += t->bytes_sent;
-	unsigned lead = 0;
-	while (lead < s->ntopics && !s->topics[lead])
-		lead++;
-	if (lead == s->ntopics || s->topics[lead] != t) {
+	if (s->lead >= s->ntopics || s->topics[s->lead] != t) {
 		src_unlock(s);
 		return;
 	}
-	c->frames_sent += s->c.frames_sent;
-	c->back_pressured += s->c.back_pressured;
-	c->naks_received += s->c.naks_received;
-	c->retransmissions += s->c.retransmissions;
-	c->rate_limited += s->c.rate_limited;
-	c->malformed += s->c.malformed;
+	/* since the lead was last handed on: what the closed leads reported
+	 * went into the context's totals already */
+	c->frames_sent += s->c.frames_sent - s->c_base.frames_sent;
+	c->back_pressured += s->c.back_pressured - s->c_base.back_pressured;
+	c->naks_received += s->c.naks_received - s->c_base.naks_received;
+	c->retransmissions += s->c.retransmissions - s->c_base.retransmissions;
+	c->rate_limited += s->c.rate_limited - s->c_base.rate_limited;
+	c->malformed += s->c.malformed - s->c_base.malformed;
 	src_unlock(s);
 }

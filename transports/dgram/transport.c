@@ -334,22 +334,15 @@ static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
  * now.  0 or -ENOSPC. */
 static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 {
+	unsigned idx = s->ntopics;
+
 	if (s->ntopics >= MAX_TOPICS_PER_SESS && s->live < s->ntopics) {
 		/* every index was used once: take one whose topic ended (its
 		 * receivers had its end; a page names the new topic) */
-		unsigned i = 0;
-		while (s->topics[i])
-			i++;
-		t->ss = s;
-		t->idx = i;
-		s->topics[i] = t;
-		s->live++;
-		if (s->nrcv)
-			dg_src_topic_announce(s, t, false);
-		dg_advert_start(&s->adv, now);
-		return 0;
-	}
-	if (s->ntopics == s->captopics) {
+		idx = 0;
+		while (s->topics[idx])
+			idx++;
+	} else if (s->ntopics == s->captopics) {
 		if (s->ntopics >= MAX_TOPICS_PER_SESS)
 			return flit_err(ENOSPC, "udp: session '%s' holds %u topics, the most one session can "
 					"(topic indexes 0 .. 65535): name another for '%s'", s->name,
@@ -362,14 +355,18 @@ static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 		s->captopics = cap;
 	}
 	t->ss = s;
-	t->idx = s->ntopics;
-	s->topics[s->ntopics++] = t;
-	s->live++;
-	if (s->ntopics > 1) {
+	t->idx = idx;
+	s->topics[idx] = t;
+	if (idx == s->ntopics)
+		s->ntopics++;
+	if (!s->live)
+		s->lead = idx;
+	if (s->live++) {
 		/* the session's receivers learn it on the data path, before
-		 * its first message; the resolver channel gets the pages
-		 * again from the first, at the shortest interval */
-		if (s->nrcv)   /* a receiver that joins later gets every page */
+		 * its first message (a receiver that joins later gets every
+		 * page); the resolver channel gets the pages again from the
+		 * first, at the shortest interval */
+		if (s->nrcv)
 			dg_src_topic_announce(s, t, false);
 		s->page = 0;
 		dg_advert_start(&s->adv, now);
@@ -572,6 +569,13 @@ static void udp_src_close(struct flit_tsrc *ts)
 			dg_src_flush_locked(s, now, true);
 		s->topics[t->idx] = NULL;
 		s->live--;
+		/* the next publisher reports the session's counters from
+		 * here on (closing in creation order walks each slot once) */
+		if (s->lead == t->idx) {
+			s->c_base = s->c;
+			while (s->lead < s->ntopics && !s->topics[s->lead])
+				s->lead++;
+		}
 		dg_src_topic_announce(s, t, true);
 		src_unlock(s);
 		pthread_mutex_unlock(&tp->lock);
