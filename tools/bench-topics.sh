@@ -135,8 +135,8 @@ if p['created'] != p['topics']:
 sys.stderr.write(line + "\n")
 print(json.dumps({"tool": "bench-topics", "transport": sys.argv[3], "pub": p, "sub": s}))
 EOF
-		prev_n=$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0)' "$tmp/pub.json")
-		read -r prev_rss prev_fds prev_s < <(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")
+		# what the next N is extrapolated from (N 0: it could not create them all)
+		read -r prev_n prev_rss prev_fds prev_s < <(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0, p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")
 		[ "$prev_n" -gt 0 ] || break   # it could not create them all: no larger N
 	done
 done 2>&1

@@ -220,9 +220,8 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		       (unsigned long long)made, (unsigned long long)o->n, create_s, us_first, us_last);
 		if (why[0])
 			printf("stopped: %s\n", why);
-		printf("%u fds, RSS %.1f MiB, idle CPU %.2f %% of a core over %.1f s%s\n", fds,
-		       (double)rss / 1048576.0, cpu_pct, idle_wall,
-		       o->send ? "" : "");
+		printf("%u fds, RSS %.1f MiB, idle CPU %.2f %% of a core over %.1f s\n", fds,
+		       (double)rss / 1048576.0, cpu_pct, idle_wall);
 		if (o->send)
 			printf("sent one message on %llu topics\n", (unsigned long long)sent);
 	}

@@ -269,15 +269,14 @@ static int sess_topic_find(const struct rsess *s, uint32_t idx)
 static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_name *nm)
 {
 	int at = sess_topic_find(s, idx);
-	char *n = strndup(nm->name, nm->len);
 
+	/* every advert names the topics again: known ones cost no copy */
+	if (at >= 0 && strlen(s->tname[at]) == nm->len && !memcmp(s->tname[at], nm->name, nm->len))
+		return 0;
+	char *n = strndup(nm->name, nm->len);
 	if (!n)
 		return flit_err(ENOMEM, "udp: out of memory");
 	if (at >= 0) {
-		if (!strcmp(s->tname[at], n)) {
-			free(n);
-			return 0;
-		}
 		free(s->tname[at]);
 		s->tname[at] = n;
 	} else {
