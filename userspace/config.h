@@ -66,6 +66,8 @@ struct flit_cfg_context {
 	char udp_interface[16];        /* context.udp.interface = (empty: routing decides) */
 	char udp_resolver[FLIT_ENDPOINT_MAX]; /* context.udp.resolver = 239.192.76.1:14400 (group:port or off) */
 	uint32_t udp_resolver_max_ms;  /* context.udp.resolver_max_ms = 5000: advert/query backoff cap */
+	uint64_t udp_resolver_rate_limit; /* context.udp.resolver_rate_limit = 16M: adverts and
+					   * answers to queries, bits/s (0: none) */
 	int udp_backend;               /* context.udp.backend = sockets (sockets|io_uring) */
 	uint32_t udp_rx_batch;         /* context.udp.rx_batch = 32: datagrams per receive call */
 	uint32_t udp_busy_poll_us;     /* context.udp.busy_poll_us = 0: SO_BUSY_POLL */

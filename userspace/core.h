@@ -117,6 +117,9 @@ struct flit_rx_session {
 	uint32_t frame_ts_flags;  /* FLIT_MSGF_RECV_TS_KERNEL or _HW */
 	struct flit_rx_topic *topics; /* indexed by the frame's topic index */
 	uint32_t ntopics;
+	/* messages of topic indexes no INFO named (a shared session's topic
+	 * whose page was lost): the transport may ask the source again */
+	uint64_t unnamed;
 	char source[96];
 	struct flit_rx_session *next;
 };

@@ -863,11 +863,15 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		rs->next_seq = w.seq + 1;
 		/* a topic not (yet) named by INFO, or that ended: a shared
 		 * session's other topics, not for us */
-		if (FLIT_UNLIKELY(w.topic >= rs->ntopics))
+		if (FLIT_UNLIKELY(w.topic >= rs->ntopics)) {
+			rs->unnamed++;
 			continue;
+		}
 		struct flit_rx_topic *t = &rs->topics[w.topic];
-		if (FLIT_UNLIKELY(!t->nsubs))
+		if (FLIT_UNLIKELY(!t->nsubs)) {
+			rs->unnamed += !t->name;
 			continue;
+		}
 		if (FLIT_UNLIKELY(late)) {
 			if (w.seq < rs->late_until) {
 				m.flags |= FLIT_MSGF_LATE_JOIN;

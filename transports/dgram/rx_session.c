@@ -249,18 +249,35 @@ static void sess_free_topics(struct rsess *s)
 		free(s->tname[i]);
 	free(s->tname);
 	free(s->tidx);
+	free(s->pos);
 	s->tname = NULL;
 	s->tidx = NULL;
-	s->ntopics = s->captopics = 0;
+	s->pos = NULL;
+	s->ntopics = s->captopics = s->npos = 0;
 }
 
 /* Where topic index idx is in s's list, or -1. */
 static int sess_topic_find(const struct rsess *s, uint32_t idx)
 {
-	for (unsigned i = 0; i < s->ntopics; i++)
-		if (s->tidx[i] == idx)
-			return (int)i;
-	return -1;
+	return idx < s->npos ? (int)s->pos[idx] - 1 : -1;
+}
+
+/* Room in s->pos for index idx (at most 65,536 slots: a page's indexes
+ * are checked).  0 or -ENOMEM. */
+static int sess_pos_room(struct rsess *s, uint32_t idx)
+{
+	if (idx < s->npos)
+		return 0;
+	unsigned n = s->npos ? s->npos : 16;
+	while (n <= idx)
+		n *= 2;
+	uint32_t *v = realloc(s->pos, n * sizeof(*v));
+	if (!v)
+		return flit_err(ENOMEM, "udp: out of memory");
+	memset(v + s->npos, 0, (n - s->npos) * sizeof(*v));
+	s->pos = v;
+	s->npos = n;
+	return 0;
 }
 
 /* Learn topic (idx, name) of s; a bound session's subscribers that want it
@@ -274,8 +291,10 @@ static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_n
 	if (at >= 0 && strlen(s->tname[at]) == nm->len && !memcmp(s->tname[at], nm->name, nm->len))
 		return 0;
 	char *n = strndup(nm->name, nm->len);
-	if (!n)
+	if (!n || sess_pos_room(s, idx) < 0) {
+		free(n);
 		return flit_err(ENOMEM, "udp: out of memory");
+	}
 	if (at >= 0) {
 		free(s->tname[at]);
 		s->tname[at] = n;
@@ -296,6 +315,7 @@ static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_n
 		at = (int)s->ntopics++;
 		s->tidx[at] = idx;
 		s->tname[at] = n;
+		s->pos[idx] = (uint32_t)at + 1;
 	}
 	if (s->core)
 		flit_rx_session_topic(s->core, idx, s->tname[at]);
@@ -312,8 +332,11 @@ static void sess_topic_end_now(struct rsess *s, uint32_t idx)
 		flit_rx_session_topic_end(s->core, idx, 0);
 	free(s->tname[at]);
 	s->ntopics--;
+	s->pos[idx] = 0;
 	s->tidx[at] = s->tidx[s->ntopics];
 	s->tname[at] = s->tname[s->ntopics];
+	if ((unsigned)at < s->ntopics)
+		s->pos[s->tidx[at]] = (uint32_t)at + 1;
 }
 
 /* Topic idx of s ended (INFO ENDED) after the messages before `seq` (the
@@ -505,6 +528,10 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		while (flit_ctl_names_next(&it, &nm))
 			if (sess_topic_add(s, nm.idx, &nm) < 0)
 				return -ENOMEM;
+		/* joining: the source sends every page, then LATE (paced:
+		 * a large session's pages take a while); wait on */
+		if (s->lj_wait && page && now + LATE_WAIT_NS > s->lj_at)
+			s->lj_at = now + LATE_WAIT_NS;
 		return 0;
 	}
 	/* (re)learn the session's addresses and topics: a whole INFO
@@ -534,6 +561,21 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 			flit_warn("udp: cannot join session %08x: %s", s->id, flit_errmsg());
 	}
 	return 0;
+}
+
+/* Messages of topics the session never named came (their page was lost,
+ * or is on its way): a subscriber may want them, so ask the source for
+ * every page, at most once a second. */
+static void sess_unnamed(struct rsess *s, uint64_t now)
+{
+	struct flit_tp *tp = s->tp;
+
+	s->unnamed_seen = s->core->unnamed;
+	if (now - s->idq_at < 1000 * MS)
+		return;
+	s->idq_at = now;
+	size_t n = flit_ctl_query_encode(tp->ctl, sizeof(tp->ctl), s->id, tp->domain, NULL, 0);
+	dg_rx_send(tp, tp->ctl, n, &s->ctl);
 }
 
 /* A frame of a session we do not know: ask its sender who it is (rate
@@ -597,6 +639,8 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 				  tsk ? FLIT_MSGF_RECV_TS_KERNEL : 0;
 		int n = flit_rel_rx_data(s->rel, p, h.len, h.seq, h.count, now);
 		s->cur = NULL;
+		if (FLIT_UNLIKELY(s->core->unnamed != s->unnamed_seen))
+			sess_unnamed(s, now);
 		if (FLIT_UNLIKELY(s->npend_end))
 			sess_pending_ends(s);
 		uint64_t dl = flit_rel_rx_deadline(s->rel);

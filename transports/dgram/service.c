@@ -9,6 +9,10 @@
 
 /* ---- source side: the service (NAKs, queries, joins, timers) ------------- */
 
+/* In a QUERY's header as we keep it (not on the wire): its patterns do not
+ * count. */
+#define QUERY_EXACT_ONLY 0x8000
+
 /* Does a QUERY (checked) name `topic`, exactly or by a pattern? */
 static bool query_wants(const uint8_t *q, const struct flit_frame_hdr *h, const char *topic)
 {
@@ -18,6 +22,8 @@ static bool query_wants(const uint8_t *q, const struct flit_frame_hdr *h, const 
 
 	flit_ctl_names_init(&it, q, h);
 	while (flit_ctl_names_next(&it, &nm)) {
+		if (nm.kind == FLIT_NAME_PATTERN && (h->flags & QUERY_EXACT_ONLY))
+			continue;
 		dg_ctl_name_str(&nm, name);
 		if (nm.kind == FLIT_NAME_PATTERN ? fnmatch(name, topic, 0) == 0 : !strcmp(name, topic))
 			return true;
@@ -34,17 +40,37 @@ static bool query_wants_sess(const uint8_t *q, const struct flit_frame_hdr *h, c
 	return false;
 }
 
-/* An INFO of the session's topics from index *from on (those a QUERY q
- * names, if q), as many as one datagram holds; *from moves past them
- * (ntopics: none left).  A session of its own (one topic) sends the whole
- * INFO, flags 0; a shared one (source.session) pages (FLIT_INFOF_PAGE),
- * even when all its topics fit, so that receivers know it may grow; with
- * `flags` added (ENDED).
- * With `only`: that topic alone.  0 when no topic from *from on is listed.
- * Lock held. */
-static size_t src_info_page(struct usess *s, void *buf, size_t cap, unsigned *from,
-			    const uint8_t *q, const struct flit_frame_hdr *qh, uint16_t flags,
-			    const struct utopic *only)
+/* ---- INFO: whole, or in pages ---------------------------------------------- */
+
+#define PAGE_NAMES 128  /* names in one INFO at most */
+
+struct page {
+	struct flit_ctl_name t[PAGE_NAMES];
+	unsigned n;
+	size_t used, room;
+};
+
+static void page_init(struct page *p, const struct usess *s, size_t cap)
+{
+	p->n = 0;
+	p->used = 0;
+	p->room = (cap < s->max_dgram ? cap : s->max_dgram) - 48;
+}
+
+/* Add topic u; false (nothing added) when the page is full. */
+static bool page_add(struct page *p, const struct utopic *u)
+{
+	size_t len = strlen(u->topic), w = 8 + flit_align8(len);
+	if (p->n == PAGE_NAMES || p->used + w > p->room)
+		return false;
+	p->used += w;
+	p->t[p->n++] = (struct flit_ctl_name){ .idx = u->idx, .kind = FLIT_NAME_EXACT,
+					       .len = (uint16_t)len, .name = u->topic };
+	return true;
+}
+
+static size_t page_encode(struct usess *s, const struct page *p, void *buf, size_t cap,
+			  uint16_t flags)
 {
 	struct flit_tp *tp = s->tp;
 	struct flit_ctl_info in = {
@@ -56,56 +82,192 @@ static size_t src_info_page(struct usess *s, void *buf, size_t cap, unsigned *fr
 		.ctl_port = ntohs(s->self.sin_port),
 		.pid = (uint32_t)getpid(),
 	};
-	struct flit_ctl_name t[128];
-	size_t room = (cap < s->max_dgram ? cap : s->max_dgram) - 48, used = 0;
-	unsigned n = 0, i = *from, start = *from;
+	return p->n ? flit_ctl_info_encode_flags(buf, cap, flags, s->session, flit_rel_tx_next(s->rel),
+						 &in, p->t, p->n) : 0;
+}
 
-	for (; i < s->ntopics && n < 128; i++) {
-		const struct utopic *u = only ? only : s->topics[i];
-		if (only && i)
-			break;
+/* An INFO of the session's topics from index *from on (those a QUERY q
+ * names, if q), as many as one datagram holds; *from moves past them
+ * (ntopics: none left).  A session of its own (one topic) sends the whole
+ * INFO, flags 0; a shared one (source.session) pages (FLIT_INFOF_PAGE),
+ * even when all its topics fit, so that receivers know it may grow.
+ * 0 when no topic from *from on is listed.  Lock held. */
+static size_t src_info_page(struct usess *s, void *buf, size_t cap, unsigned *from,
+			    const uint8_t *q, const struct flit_frame_hdr *qh)
+{
+	struct page p;
+	unsigned i = *from, start = *from;
+
+	page_init(&p, s, cap);
+	for (; i < s->ntopics; i++) {
+		const struct utopic *u = s->topics[i];
 		if (!u || (q && !query_wants(q, qh, u->topic)))
 			continue;
-		size_t len = strlen(u->topic), w = 8 + flit_align8(len);
-		if (used + w > room)
+		if (!page_add(&p, u))
 			break;
-		used += w;
-		t[n++] = (struct flit_ctl_name){ .idx = u->idx, .kind = FLIT_NAME_EXACT,
-						 .len = (uint16_t)len, .name = u->topic };
 	}
 	*from = i;
-	if (!n)
-		return 0;
-	bool whole = !s->name[0] && !flags && !q && !only && start == 0 && i == s->ntopics &&
-		     n == s->ntopics;
-	return flit_ctl_info_encode_flags(buf, cap, whole ? 0 : FLIT_INFOF_PAGE | flags, s->session,
-					  flit_rel_tx_next(s->rel), &in, t, n);
+	bool whole = !s->name[0] && !q && start == 0 && i == s->ntopics && p.n == s->ntopics;
+	return page_encode(s, &p, buf, cap, whole ? 0 : FLIT_INFOF_PAGE);
 }
 
-/* Send the INFO pages of the session's topics a QUERY names (every topic
- * without q) straight to an asker.  Lock held. */
-static void src_info_to(struct usess *s, const uint8_t *q, const struct flit_frame_hdr *qh,
-			const struct sockaddr_in *to)
-{
-	size_t l;
-	for (unsigned from = 0; (l = src_info_page(s, s->ctl, sizeof(s->ctl), &from, q, qh, 0, NULL));)
-		if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)to,
-			   sizeof(*to)) >= 0 && s->txts)
-			flit_txts_sent(s->txts, s->ctl, l, 1);
-}
+/* ---- the session's receivers learn topics added and ended ---------------- */
 
-void dg_src_topic_announce(struct usess *s, const struct utopic *t, bool ended)
+/* The page of the topics added since the last one, on the data path. */
+void dg_src_announce(struct usess *s)
 {
-	unsigned from = 0;
-	size_t l = src_info_page(s, s->ctl, sizeof(s->ctl), &from, NULL, NULL,
-				 ended ? FLIT_INFOF_ENDED : 0, t);
-	if (l) {
-		/* an end twice, as the HB that ends a session: one loss is
-		 * common */
-		dg_src_raw(s, s->ctl, l);
-		if (ended)
-			dg_src_raw(s, s->ctl, l);
+	struct page p;
+
+	page_init(&p, s, sizeof(s->ctl));
+	for (unsigned i = 0; i < s->nann; i++) {
+		const struct utopic *u = s->topics[s->ann[i]];
+		if (u)  /* not ended meanwhile */
+			page_add(&p, u);
 	}
+	s->nann = 0;
+	size_t l = page_encode(s, &p, s->ctl, sizeof(s->ctl), FLIT_INFOF_PAGE);
+	if (l)
+		dg_src_raw(s, s->ctl, l);
+}
+
+void dg_src_topic_added(struct usess *s, const struct utopic *t)
+{
+	struct page p;
+
+	if (!s->nrcv)
+		return; /* receivers that join later get every page */
+	/* one page for many topics: full (or a frame about to go, or the
+	 * service) sends it */
+	page_init(&p, s, sizeof(s->ctl));
+	bool fits = s->nann < ANN_MAX;
+	for (unsigned i = 0; fits && i < s->nann; i++)
+		if (s->topics[s->ann[i]])
+			fits = page_add(&p, s->topics[s->ann[i]]);
+	if (!fits || !page_add(&p, t))
+		dg_src_announce(s);
+	s->ann[s->nann++] = t->idx;
+}
+
+void dg_src_topic_ended(struct usess *s, const struct utopic *t)
+{
+	struct page p;
+
+	if (s->nann)
+		dg_src_announce(s);
+	page_init(&p, s, sizeof(s->ctl));
+	page_add(&p, t);
+	size_t l = page_encode(s, &p, s->ctl, sizeof(s->ctl), FLIT_INFOF_PAGE | FLIT_INFOF_ENDED);
+	/* twice, as the HB that ends a session: one loss is common */
+	dg_src_raw(s, s->ctl, l);
+	dg_src_raw(s, s->ctl, l);
+}
+
+/* ---- answers to queries and joins: paced (context.udp.resolver_rate_limit) */
+
+/* INFO pages owed to one asker: every topic, or those a QUERY names. */
+struct answer {
+	struct sockaddr_in to;
+	unsigned from;               /* the next topic index to list */
+	bool late;                   /* a LATE answer follows the last page */
+	struct flit_frame_hdr qh;
+	uint32_t qlen;               /* 0: every topic */
+	uint8_t q[];                 /* the QUERY */
+};
+
+/* The LATE answer to a joining receiver: where the live stream starts,
+ * and what is retained.  Lock held. */
+static void src_late_to(struct usess *s, const struct sockaddr_in *to, uint64_t now)
+{
+	struct flit_ctl_late late = {
+		.trail = flit_rel_tx_trail(s->rel, now),
+		.origin = 0, /* next_seq starts there */
+		.age_ns = now - s->created,
+		.late_join = s->late_join,
+	};
+	size_t l = flit_ctl_late_encode(s->ctl, sizeof(s->ctl), s->session, flit_rel_tx_next(s->rel), &late);
+	if (l && sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)to,
+			sizeof(*to)) >= 0 && s->txts)
+		flit_txts_sent(s->txts, s->ctl, l, 1);
+}
+
+/* Send what the answers owe, as far as the resolver's rate allows; the
+ * time to go on (UINT64_MAX: nothing owed).  tp->lock and the lock held. */
+static uint64_t src_answers(struct usess *s, uint64_t now)
+{
+	struct flit_tp *tp = s->tp;
+
+	while (s->nans) {
+		struct answer *a = s->ans[0];
+		unsigned from = a->from;
+		size_t l = src_info_page(s, s->ctl, sizeof(s->ctl), &from, a->qlen ? a->q : NULL, &a->qh);
+		if (!l) {
+			if (a->late)
+				src_late_to(s, &a->to, now);
+			free(a);
+			memmove(s->ans, s->ans + 1, --s->nans * sizeof(*s->ans));
+			continue;
+		}
+		if (!flit_rl_take(&tp->res_rl, l, now))
+			return now + flit_rl_wait(&tp->res_rl, l, now);
+		a->from = from;
+		tp->res_bytes += l;
+		if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)&a->to,
+			   sizeof(a->to)) >= 0 && s->txts)
+			flit_txts_sent(s->txts, s->ctl, l, 1);
+	}
+	return UINT64_MAX;
+}
+
+/* Owe `to` the pages of the topics QUERY q names (every topic: q NULL),
+ * then a LATE answer if `late`; what can go now goes.  An asker already
+ * owed the same is not answered twice: the answer under way lists topics
+ * added meanwhile too.  tp->lock and the lock held. */
+static void src_answer(struct usess *s, const struct sockaddr_in *to, const uint8_t *q,
+		       const struct flit_frame_hdr *qh, bool late, uint64_t now)
+{
+	uint32_t qlen = q ? qh->len : 0;
+
+	for (unsigned i = 0; i < s->nans; i++) {
+		struct answer *a = s->ans[i];
+		if (!same_ep(&a->to, to))
+			continue;
+		if (!qlen && a->qlen) {
+			a->qlen = 0;  /* now every topic: from the first */
+			a->from = 0;
+		}
+		if (!a->qlen || (a->qlen == qlen && !memcmp(a->q, q, qlen))) {
+			a->late |= late;
+			src_answers(s, now);
+			return;
+		}
+	}
+	if (s->nans == ANSWERS_MAX)
+		return; /* asked again later: a flood of askers waits */
+	struct answer *a = malloc(sizeof(*a) + qlen);
+	if (!a)
+		return;
+	*a = (struct answer){ .to = *to, .late = late, .qlen = qlen };
+	if (qlen) {
+		a->qh = *qh;
+		memcpy(a->q, q, qlen);
+	}
+	s->ans[s->nans++] = a;
+	src_answers(s, now);
+}
+
+void dg_src_answers_free(struct usess *s)
+{
+	while (s->nans)
+		free(s->ans[--s->nans]);
+}
+
+/* Is `a` a receiver joined to the session? */
+static bool src_has_rcv(const struct usess *s, const struct sockaddr_in *a)
+{
+	for (unsigned i = 0; i < s->nrcv; i++)
+		if (same_ep(&s->rcv[i].a, a))
+			return true;
+	return false;
 }
 
 /* A JOIN (or leave) from a; true when a is a receiver we did not have. */
@@ -161,6 +323,20 @@ static void advert_soon(struct flit_tp *tp, struct advert *a, uint64_t now)
 		a->at = at;
 }
 
+/* A QUERY (not by session id) from `from`: the pages of the topics it
+ * names.  A receiver joined to the session learns topics added on the data
+ * path: its patterns are not answered again (they would list every topic,
+ * at every query), only the topics it names exactly.  Locks held. */
+static void src_query(struct usess *s, const uint8_t *q, const struct flit_frame_hdr *h,
+		      const struct sockaddr_in *from, uint64_t now)
+{
+	struct flit_frame_hdr eh = *h;
+
+	if (src_has_rcv(s, from))
+		eh.flags |= QUERY_EXACT_ONLY;
+	src_answer(s, from, q, &eh, false, now);
+}
+
 /* A control datagram that arrived on the source's own socket. */
 static void src_ctl(struct usess *s, const uint8_t *p, size_t len,
 		    const struct sockaddr_in *from, uint64_t now)
@@ -193,40 +369,25 @@ static void src_ctl(struct usess *s, const uint8_t *p, size_t len,
 	case FLIT_FT_QUERY: {
 		if (flit_ctl_domain(p) != tp->domain)
 			return;
-		bool by_id = h.session_id == s->session;
-		bool match = by_id || query_wants_sess(p, &h, s);
-		/* at most one direct answer per millisecond: a flood of
-		 * queries must not turn into a flood of answers.  The
-		 * answer lists what the query names (by session: all) */
-		if (match && now - s->last_direct >= 1 * MS) {
-			s->last_direct = now;
-			src_info_to(s, by_id ? NULL : p, &h, from);
-		}
+		/* by session id: every topic; else what the query names */
+		if (h.session_id == s->session)
+			src_answer(s, from, NULL, NULL, false, now);
+		else
+			src_query(s, p, &h, from, now);
 		break;
 	}
 	case FLIT_FT_JOIN:
 		if (h.session_id != s->session || flit_ctl_domain(p) != tp->domain)
 			break;
 		bool fresh = src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		bool late = h.flags & FLIT_JF_LATE;
 		/* a receiver new to a shared session gets every topic's page
 		 * first (it may have bound on a page without them all), and
-		 * before the LATE answer that starts its data */
-		if (s->name[0] && !(h.flags & FLIT_JF_LEAVE) && (fresh || (h.flags & FLIT_JF_LATE)))
-			src_info_to(s, NULL, NULL, from);
-		if (h.flags & FLIT_JF_LATE) {
-			/* where the live stream starts, and what is retained */
-			uint64_t next = flit_rel_tx_next(s->rel);
-			struct flit_ctl_late late = {
-				.trail = flit_rel_tx_trail(s->rel, now),
-				.origin = 0, /* next_seq starts there */
-				.age_ns = now - s->created,
-				.late_join = s->late_join,
-			};
-			size_t l = flit_ctl_late_encode(s->ctl, sizeof(s->ctl), s->session, next, &late);
-			if (l && sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)from,
-					sizeof(*from)) >= 0 && s->txts)
-				flit_txts_sent(s->txts, s->ctl, l, 1);
-		}
+		 * the LATE answer that starts its data after them */
+		if (s->name[0] && !(h.flags & FLIT_JF_LEAVE) && (fresh || late))
+			src_answer(s, from, NULL, NULL, late, now);
+		else if (late)
+			src_late_to(s, from, now);
 		break;
 	default:
 		break; /* our own multicast looped back, or noise */
@@ -277,16 +438,28 @@ static uint64_t src_service(struct usess *s, uint64_t now)
 		else if (s->batch_t0 + s->batch_ivl < next)
 			next = s->batch_t0 + s->batch_ivl;
 	}
-	/* advertisement with backoff */
+	/* INFO pages owed to askers */
+	if (s->nans && (wait = src_answers(s, now)) < next)
+		next = wait;
+	/* topics added that a frame has not announced yet */
+	if (s->nann)
+		dg_src_announce(s);
+	/* advertisement with backoff, within the resolver's rate */
 	if (now >= s->adv.at && tp->resolver.sin_port && tp->res_fd >= 0) {
 		/* one page per advert, the next one the next time */
-		if (s->page >= s->ntopics)
-			s->page = 0;
-		len = src_info_page(s, s->ctl, sizeof(s->ctl), &s->page, NULL, NULL, 0, NULL);
-		if (len)
-			sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
-			       sizeof(tp->resolver));
-		advert_sent(&s->adv, now, tp->cc->udp_resolver_max_ms * MS);
+		unsigned page = s->page >= s->ntopics ? 0 : s->page;
+		len = src_info_page(s, s->ctl, sizeof(s->ctl), &page, NULL, NULL);
+		if (len && !flit_rl_take(&tp->res_rl, len, now)) {
+			s->adv.at = now + flit_rl_wait(&tp->res_rl, len, now);
+		} else {
+			s->page = page;
+			if (len) {
+				tp->res_bytes += len;
+				sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
+				       sizeof(tp->resolver));
+			}
+			advert_sent(&s->adv, now, tp->cc->udp_resolver_max_ms * MS);
+		}
 	}
 	if (tp->resolver.sin_port && s->adv.at < next)
 		next = s->adv.at;
@@ -319,17 +492,14 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 			continue;
 		for (struct usess *s = tp->srcs; s; s = s->next) {
 			src_lock(s);
-			if (query_wants_sess(tp->rbuf, &h, s)) {
-				/* a session of one topic answers on the resolver
-				 * channel soon (one INFO for every asker); a
-				 * shared one sends the asker the pages of what
-				 * it named, at most once a millisecond */
-				if (s->ntopics == 1)
+			/* a session of one topic answers on the resolver
+			 * channel soon (one INFO for every asker); a shared
+			 * one sends the asker the pages of what it names */
+			if (s->ntopics == 1 && !s->name[0]) {
+				if (query_wants_sess(tp->rbuf, &h, s))
 					advert_soon(tp, &s->adv, now);
-				else if (now - s->last_direct >= 1 * MS) {
-					s->last_direct = now;
-					src_info_to(s, tp->rbuf, &h, &from);
-				}
+			} else {
+				src_query(s, tp->rbuf, &h, &from, now);
 			}
 			src_unlock(s);
 		}
@@ -359,10 +529,16 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 			struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
 						   .len = (uint16_t)strlen(a->topic), .name = a->topic };
 			size_t len = flit_ctl_info_encode(buf, sizeof(buf), a->session, 0, &in, &t, 1);
-			if (len)
-				sendto(tp->res_fd, buf, len, MSG_DONTWAIT,
-				       (struct sockaddr *)&tp->resolver, sizeof(tp->resolver));
-			advert_sent(&a->adv, now, max);
+			if (len && !flit_rl_take(&tp->res_rl, len, now)) {
+				a->adv.at = now + flit_rl_wait(&tp->res_rl, len, now);
+			} else {
+				if (len) {
+					tp->res_bytes += len;
+					sendto(tp->res_fd, buf, len, MSG_DONTWAIT,
+					       (struct sockaddr *)&tp->resolver, sizeof(tp->resolver));
+				}
+				advert_sent(&a->adv, now, max);
+			}
 		}
 		if (a->adv.at < next)
 			next = a->adv.at;

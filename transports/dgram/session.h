@@ -109,6 +109,8 @@
 #define MAX_SESS 4096       /* remote sessions known per context */
 #define FLIT_SESSION_NAME_MAX 63  /* source.session */
 #define MAX_TOPICS_PER_SESS 65536 /* topic indexes 0 .. 65535 */
+#define ANN_MAX 128         /* topics announced in one page */
+#define ANSWERS_MAX 64      /* askers a session answers at once */
 
 #ifndef SO_BUSY_POLL
 #define SO_BUSY_POLL 46
@@ -146,8 +148,12 @@ struct rsess {                  /* a remote source's session */
 	unsigned npend_end;
 	uint32_t *tidx;
 	char **tname;
+	uint32_t *pos;              /* by topic index: its place in tidx + 1 (0: none) */
+	unsigned npos;
 	struct rsock *sock;         /* multicast: the socket data comes on */
 	struct flit_rx_session *core; /* bound: some subscriber wants it */
+	uint64_t unnamed_seen;      /* core->unnamed when last looked at */
+	uint64_t idq_at;            /* last query by id for unnamed topics */
 	struct flit_rel_rx *rel;
 	const void *cur;            /* the datagram being handled (stamps) */
 	uint64_t cur_ts;
@@ -229,7 +235,13 @@ struct usess {
 	bool claimed;
 	uint8_t *claim_pl;
 	struct advert adv;
-	uint64_t last_direct;        /* last INFO sent straight to an asker */
+	/* topics added that the session's receivers have not been told of:
+	 * one page (dg_src_announce) before the next frame, or at the
+	 * service */
+	uint32_t ann[ANN_MAX];
+	unsigned nann;
+	struct answer *ans[ANSWERS_MAX]; /* INFO pages owed to askers, paced */
+	unsigned nans;
 	struct flit_txts *txts;      /* transmit stamps (context.udp.tx_timestamps), or NULL */
 	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
 	struct flit_counters c_base; /* c when the lead was last handed on */
@@ -302,6 +314,10 @@ struct flit_tp {
 	bool thread_on, stop;
 	uint64_t last_poll;          /* when flit_ctx_poll() last ran (atomic) */
 	uint64_t srng;               /* the service's random numbers (tp->lock) */
+	/* what the sources send for resolution (adverts, answers to queries
+	 * and joins): context.udp.resolver_rate_limit (tp->lock) */
+	struct flit_ratelimit res_rl;
+	uint64_t res_bytes;          /* sent so far */
 	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
 };
@@ -365,10 +381,15 @@ void dg_src_raw(struct usess *s, const void *buf, size_t len);
 int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw);
 
 /* ---- service.c: the source side's service and the service thread */
-/* Tell the session's receivers, on its data path, of topic t: added (an
- * INFO page with it, ahead of its first message) or ended (INFO ENDED,
- * twice).  Lock held. */
-void dg_src_topic_announce(struct usess *s, const struct utopic *t, bool ended);
+/* The session's receivers learn of topic t on its data path: added (in an
+ * INFO page with others, ahead of t's first message) or ended (INFO ENDED,
+ * twice, at once).  Lock held. */
+void dg_src_topic_added(struct usess *s, const struct utopic *t);
+void dg_src_topic_ended(struct usess *s, const struct utopic *t);
+/* The page of the topics added and not announced yet (s->nann).  Lock held. */
+void dg_src_announce(struct usess *s);
+/* Free the answers the session owes.  Lock held. */
+void dg_src_answers_free(struct usess *s);
 void dg_advert_start(struct advert *a, uint64_t now);
 uint64_t dg_service_all(struct flit_tp *tp, uint64_t now);
 void dg_wake(struct flit_tp *tp);

@@ -104,6 +104,8 @@ int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw)
 		return FLIT_BACK_PRESSURED;
 	}
 	uint64_t seq = flit_ld64(s->buf + 16);
+	if (FLIT_UNLIKELY(s->nann))
+		dg_src_announce(s); /* the topics of this frame first */
 	if (raw) {
 		dg_src_raw(s, s->buf, s->flen);
 	} else {
@@ -188,6 +190,8 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 			src_unlock(s);
 			return FLIT_BACK_PRESSURED;
 		}
+		if (FLIT_UNLIKELY(s->nann))
+			dg_src_announce(s); /* this topic first */
 		r = src_xmit(s, s->buf, flen);
 		if (r) {
 			if (r == FLIT_BACK_PRESSURED)

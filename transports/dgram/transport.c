@@ -119,6 +119,8 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 	tp->domain = flit_domain_id(cc->domain);
 	tp->rng = mono() ^ ((uint64_t)getpid() << 32);
 	tp->srng = tp->rng * 0x9e3779b97f4a7c15ull + 1;
+	/* resolution's bytes/s; a 64 KiB burst (~45 pages) goes at once */
+	flit_rl_init(&tp->res_rl, cc->udp_resolver_rate_limit / 8, 64 * 1024, mono());
 	pthread_mutex_init(&tp->lock, NULL);
 	tp->iocfg = (struct flit_udp_io_cfg){
 		.backend = cc->udp_backend == 1 ? FLIT_UDP_URING : FLIT_UDP_SOCKETS,
@@ -331,7 +333,8 @@ static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
 }
 
 /* Topic t joins session s (lock held): the next index, its page advertised
- * now.  0 or -ENOSPC. */
+ * now.  1: the service should be woken for it, 0: it wakes soon anyway,
+ * or -ENOSPC. */
 static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 {
 	unsigned idx = s->ntopics;
@@ -366,12 +369,15 @@ static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 		 * its first message (a receiver that joins later gets every
 		 * page); the resolver channel gets the pages again from the
 		 * first, at the shortest interval */
-		if (s->nrcv)
-			dg_src_topic_announce(s, t, false);
+		dg_src_topic_added(s, t);
 		s->page = 0;
+		bool due = s->adv.at <= now + ADVERT_MIN_NS;
 		dg_advert_start(&s->adv, now);
+		/* the service wakes for it soon anyway (a burst of
+		 * publishers: not once each) */
+		return due ? 0 : 1;
 	}
-	return 0;
+	return 1;
 }
 
 static int udp_src_open(struct flit_tp *tp, const char *topic,
@@ -409,11 +415,12 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 			err = sess_add_topic(s, t, mono());
 			src_unlock(s);
 			pthread_mutex_unlock(&tp->lock);
-			if (err) {
+			if (err < 0) {
 				free(t);
 				return err;
 			}
-			dg_wake(tp);
+			if (err)
+				dg_wake(tp);
 			flit_debug("udp: source %s in session '%s' %08x, topic index %u", topic, s->name,
 				   s->session, t->idx);
 			*out = (struct flit_tsrc *)t;
@@ -503,8 +510,9 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		}
 	}
 	dg_advert_start(&s->adv, now);
-	if ((err = sess_add_topic(s, t, now)))
+	if ((err = sess_add_topic(s, t, now)) < 0)
 		goto fail;
+	err = 0;
 	pthread_mutex_lock(&tp->lock);
 	if (s->name[0]) {
 		/* another thread may have made the same named session
@@ -576,7 +584,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 			while (s->lead < s->ntopics && !s->topics[s->lead])
 				s->lead++;
 		}
-		dg_src_topic_announce(s, t, true);
+		dg_src_topic_ended(s, t);
 		src_unlock(s);
 		pthread_mutex_unlock(&tp->lock);
 		free(t);
@@ -604,6 +612,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 		dg_src_raw(s, s->ctl, l);
 		dg_src_raw(s, s->ctl, l);
 	}
+	dg_src_answers_free(s);
 	src_unlock(s);
 	flit_udp_io_close(s->io);
 	close(s->fd);
