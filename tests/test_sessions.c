@@ -461,6 +461,139 @@ static void a_session_holds_65536_topics_then_reuses_ended_indexes(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* ---- many topics: pattern subscribers find them all, at the paced rate */
+
+#define MANY 20000
+
+struct found {
+	uint8_t seen[MANY];
+	unsigned n, twice, stray;
+	volatile int done;
+};
+
+static void found_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct found *f = arg;
+	(void)sub;
+	if (m->kind != FLIT_MSG_BOS)
+		return;
+	int k = strncmp(m->topic, "mt.", 3) ? -1 : atoi(m->topic + 3);
+	if (k < 0 || k >= MANY) {
+		f->stray++;
+		return;
+	}
+	if (f->seen[k]++)
+		f->twice++;
+	else if (++f->n == MANY)
+		f->done = 1;
+}
+
+/* Child: in `host`, subscribe to mt.* and write what it found, and in
+ * how many ms, to fd. */
+static void found_main(int host, int fd)
+{
+	static struct found f;
+	if (tb_enter(tb, host))
+		_exit(3);
+	uint64_t t0 = tl_now_ms();
+	flit_ctx *ctx = net_ctx("context.stats = off\n");
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = found_cb, .arg = &f, .pattern = true);
+	if (!ctx || !flit_sub_new(ctx, "mt.*", &so))
+		_exit(4);
+	tl_poll_until(ctx, &f.done, 30000);
+	unsigned v[4] = { f.n, f.twice, f.stray, (unsigned)(tl_now_ms() - t0) };
+	if (write(fd, v, sizeof(v)) != sizeof(v))
+		_exit(5);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+static pid_t found_start(int host, int rp[2])
+{
+	assert_int_equal(pipe(rp), 0);
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		close(rp[0]);
+		found_main(host, rp[1]);
+	}
+	close(rp[1]);
+	return pid;
+}
+
+static void found_wait(pid_t pid, int rp[2], unsigned v[4])
+{
+	int status;
+	memset(v, 0, 4 * sizeof(*v));
+	ssize_t got = read(rp[0], v, 4 * sizeof(*v));
+	close(rp[0]);
+	waitpid(pid, &status, 0);
+	if (got != 4 * sizeof(*v))
+		fail_msg("subscriber exited without a result (status %#x)", status);
+}
+
+/* A session of 20,000 topics (h1, its resolution paced at 2 Mbit/s): a
+ * pattern subscriber that was there first (h2) learns them while they are
+ * created, one that comes after (h3) from the pages the session sends it,
+ * which take a while at that rate; each finds every topic once. */
+static void pattern_subscribers_find_20000_topics_of_a_session_at_the_paced_rate(void **state)
+{
+	(void)state;
+	int early[2], late[2], ready[2], stop[2];
+	unsigned ve[4], vl[4];
+
+	pid_t ep = found_start(2, early);
+	usleep(100 * 1000);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(stop), 0);
+	pid_t pp = tl_fork();
+	if (pp == 0) {
+		char topic[32];
+		close(ready[0]);
+		close(stop[1]);
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\ncontext.udp.resolver_rate_limit = 2M\n");
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = many");
+		if (!ctx)
+			_exit(4);
+		for (int i = 0; i < MANY; i++) {
+			snprintf(topic, sizeof(topic), "mt.%d", i);
+			if (!flit_pub_new(ctx, topic, &po))
+				_exit(5);
+			if (i % 1000 == 0)
+				flit_ctx_poll(ctx, 0);
+		}
+		if (write(ready[1], "r", 1) != 1)
+			_exit(6);
+		struct pollfd p = { .fd = stop[0], .events = POLLIN };
+		while (poll(&p, 1, 1) == 0)
+			flit_ctx_poll(ctx, 0);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(stop[0]);
+	char c;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	pid_t lp = found_start(3, late);
+	found_wait(ep, early, ve);
+	found_wait(lp, late, vl);
+	close(stop[1]);
+	int status;
+	waitpid(pp, &status, 0);
+	printf("# first subscriber: %u of %u topics (%u twice) in %u ms; the later one: %u (%u twice) "
+	       "in %u ms\n", ve[0], MANY, ve[1], ve[3], vl[0], vl[1], vl[3]);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(ve[0], MANY);
+	assert_int_equal(vl[0], MANY);
+	assert_int_equal(ve[1] + ve[2] + vl[1] + vl[2], 0);
+	/* ~330 KB of pages at 250 KB/s after a 64 KiB burst: at least ~1 s
+	 * (a lower bound, which a slow machine cannot break) */
+	assert_true(vl[3] >= 700);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -470,6 +603,7 @@ int main(void)
 		cmocka_unit_test(loss_5pct_is_repaired_across_the_topics_of_a_session),
 		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
 		cmocka_unit_test(a_session_holds_65536_topics_then_reuses_ended_indexes),
+		cmocka_unit_test(pattern_subscribers_find_20000_topics_of_a_session_at_the_paced_rate),
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));
 }
