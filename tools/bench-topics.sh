@@ -5,11 +5,16 @@
 # in another process (udp, xdp: on the other host of a direct two-host
 # testbed) counts the topics it finds.  Columns: time to create all N and
 # the cost per topic in the first and the last tenth (linear: equal), file
-# descriptors, RSS, CPU of the idle publishing process, and how many of the
-# N the subscriber found within the timeout (and when it had them all).
+# descriptors, RSS, CPU of the idle publishing process (and the floor: the
+# same 1 ms sleep loop without the library), how many of the N the
+# subscriber found within the timeout (and when it had them all), and
+# (udp, xdp) the resolution traffic once stable: INFO and QUERY bytes/s on
+# the subscriber host's link (multicast adverts, queries, answers), counted
+# for -R seconds (default 10) after the subscriber found them all and
+# resolution settled (context.udp.resolver_max_ms, 5 s, plus 1).
 #
 #   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+s xdp xdp+s"]
-#                         [-T SECONDS] [--json FILE]
+#                         [-T SECONDS] [-R SECONDS] [--json FILE]
 #
 # "udp+s", "xdp+s": the topics share a session (flit-topics --session md:
 # source.session, a session per 50,000 topics); "udp", "xdp": each topic a
@@ -24,13 +29,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
-NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) NS=$2; shift 2 ;;
 	-t) TRANSPORTS=$2; shift 2 ;;
 	-T) BUDGET=$2; shift 2 ;;
+	-R) RES_W=$2; shift 2 ;;
 	--json) JSON=$2; shift 2 ;;
 	-h|--help) usage 0 ;;
 	*) echo "bench-topics: unknown argument '$1'" >&2; usage ;;
@@ -49,7 +55,32 @@ memavail=$(( $(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024 ))
 shmfree=$(df -B1 --output=avail /dev/shm | tail -1)
 printf '# flit-topics, %s; fd limit %s, %s GiB available, /dev/shm %s GiB free; creation budget %s s\n' \
 	"$(date -u +%F)" "$fdmax" $((memavail >> 30)) $((shmfree >> 30)) "$BUDGET"
-printf '%-5s %7s  %9s %8s %8s %7s %9s %6s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% "found by 'md.*'"
+printf '%-5s %7s  %9s %8s %8s %7s %9s %6s %6s %9s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% floor% res_B/s "found by 'md.*'"
+# what resolution sends once stable, seen on a host's link: IPv4/UDP
+# datagrams that are flit INFO (5) or QUERY (6) frames, in and out
+cat >"$tmp/rescount.py" <<'EOF'
+import socket, sys, time
+iface, secs = sys.argv[1], float(sys.argv[2])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((iface, 0))
+s.settimeout(0.2)
+n = {5: [0, 0], 6: [0, 0]}
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    try:
+        p = s.recv(65536)
+    except socket.timeout:
+        continue
+    if len(p) < 14 + 20 + 8 + 24 or p[12:14] != b"\x08\x00" or p[23] != 17:
+        continue
+    f = 14 + (p[14] & 15) * 4 + 8
+    if p[f:f + 2] == b"FL" and p[f + 3] in n:
+        n[p[f + 3]][0] += 1
+        n[p[f + 3]][1] += len(p) - 14
+print(f'{{"secs":{secs},"info_frames":{n[5][0]},"info_bytes":{n[5][1]},'
+      f'"query_frames":{n[6][0]},"query_bytes":{n[6][1]},'
+      f'"bytes_per_s":{(n[5][1] + n[6][1]) / secs:.1f}}}')
+EOF
 : >"$tmp/all.json"
 
 # host H CMD...: CMD in testbed host H (udp/xdp) or here (shm)
@@ -99,41 +130,51 @@ for tt in $TRANSPORTS; do
 		fi
 		# the subscriber first (it finds the topics as they come), then
 		# the publisher, which stays up until the subscriber is done
-		rm -f "$tmp/sub.json" "$tmp/pub.json"
-		host 2 "$D/flit-topics" -t "$t" "${cfg[@]}" -n "$n" -T $((BUDGET + FIND_S)) --json sub 'md.*' \
+		rm -f "$tmp/sub.json" "$tmp/pub.json" "$tmp/res.json"
+		# both stay (-l) until killed: the resolution traffic is
+		# counted with the subscriber there, as it stays
+		linger=$((BUDGET + FIND_S + SETTLE + RES_W))
+		host 2 "$D/flit-topics" -t "$t" "${cfg[@]}" -n "$n" -T $((BUDGET + FIND_S)) -l "$linger" --json sub 'md.*' \
 			>"$tmp/sub.json" 2>"$tmp/sub.err" &
 		sp=$!
 		sleep 0.3
-		host 1 "$D/flit-topics" -t "$t" "${cfg[@]}" "${pcfg[@]}" -n "$n" -T "$BUDGET" -i 2 -l $((BUDGET + FIND_S)) --send --json pub \
+		host 1 "$D/flit-topics" -t "$t" "${cfg[@]}" "${pcfg[@]}" -n "$n" -T "$BUDGET" -i 2 -l "$linger" --send --json pub \
 			>"$tmp/pub.json" 2>"$tmp/pub.err" &
 		pp=$!
-		wait "$sp" || true
-		# the publisher's line comes after its idle measurement
-		for ((i = 0; i < 200; i++)); do
-			[ -s "$tmp/pub.json" ] && break
-			kill -0 "$pp" 2>/dev/null || break
-			sleep 0.1
+		# the subscriber's line: when it found them all (or gave up);
+		# the publisher's: after its idle measurement
+		for f in sub pub; do
+			p=$sp; [ $f = pub ] && p=$pp
+			while [ ! -s "$tmp/$f.json" ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; done
 		done
-		kill -TERM "$pp" 2>/dev/null || true
+		if [ "$t" != shm ] && [ "$RES_W" != 0 ] && [ -s "$tmp/sub.json" ] && kill -0 "$pp" 2>/dev/null; then
+			sleep "$SETTLE"
+			(host 2 python3 "$tmp/rescount.py" eth0 "$RES_W") >"$tmp/res.json" 2>"$tmp/res.err" || true
+		fi
+		kill -TERM "$sp" "$pp" 2>/dev/null || true
+		wait "$sp" || true
 		wait "$pp" || true
 		if [ ! -s "$tmp/pub.json" ]; then
 			printf '%-5s %7s  failed: %s\n' "$tt" "$n" "$(tail -1 "$tmp/pub.err")"
 			continue
 		fi
-		python3 - "$tmp/pub.json" "$tmp/sub.json" "$tt" "$n" >>"$tmp/all.json" <<'EOF'
+		python3 - "$tmp/pub.json" "$tmp/sub.json" "$tmp/res.json" "$tt" "$n" >>"$tmp/all.json" <<'EOF'
 import json, sys
-p = json.loads(open(sys.argv[1]).read().splitlines()[0])
-try:
-    s = json.loads(open(sys.argv[2]).read().splitlines()[0])
-except Exception:
-    s = {}
+def first(path):
+    try:
+        return json.loads(open(path).read().splitlines()[0])
+    except Exception:
+        return {}
+p, s, r = first(sys.argv[1]), first(sys.argv[2]), first(sys.argv[3])
 found = (f"{s['found']} of {s['topics']}" + (f", all in {s['find_s']:.2f} s" if s.get('complete') else f" in {s['find_s']:.0f} s")) if s else "?"
-line = (f"{sys.argv[3]:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
-        f"{p['us_per_topic_last']:>8.1f} {p['fds']:>7} {p['rss_bytes'] / 1048576:>9.1f} {p['idle_cpu_pct']:>6.1f}  {found}")
+res = f"{r['bytes_per_s']:.0f}" if r else "-"
+line = (f"{sys.argv[4]:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
+        f"{p['us_per_topic_last']:>8.1f} {p['fds']:>7} {p['rss_bytes'] / 1048576:>9.1f} {p['idle_cpu_pct']:>6.1f} "
+        f"{p.get('idle_floor_pct', 0):>6.1f} {res:>9}  {found}")
 if p['created'] != p['topics']:
     line += f"\n{'':14}created {p['created']}: {p.get('error', '')}"
 sys.stderr.write(line + "\n")
-print(json.dumps({"tool": "bench-topics", "transport": sys.argv[3], "pub": p, "sub": s}))
+print(json.dumps({"tool": "bench-topics", "transport": sys.argv[4], "pub": p, "sub": s, "resolution": r}))
 EOF
 		# what the next N is extrapolated from (N 0: it could not create them all)
 		read -r prev_n prev_rss prev_fds prev_s < <(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0, p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")

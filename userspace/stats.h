@@ -162,6 +162,7 @@ struct flit_stats_pub {
 	/* its counters as last added to the totals (under the context row's
 	 * lock: the totals move by differences, from whichever thread writes) */
 	uint64_t rep[21];
+	bool written;        /* its row was written once: later, only changes */
 };
 
 /* A subscriber's counters (embedded in flit_sub; the poll thread's). */
