@@ -104,9 +104,12 @@ else
 	fail "udp, one session: exit $rc, fds '$fds': $(cat "$tmp/ssub" "$tmp/spub")"
 fi
 
-tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
-if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ]; then
-	ok "bench-topics: 4 rows, 4 JSON lines"
+tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
+# udp rows count the resolution traffic (adverts at least: > 0 B/s)
+res=$(python3 -c 'import json,sys; print(" ".join(str(j["resolution"].get("bytes_per_s", "none")) for j in map(json.loads, open(sys.argv[1])) if j["transport"] == "udp"))' "$tmp/bench.json" 2>/dev/null)
+if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ] &&
+   python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; sys.exit(not (len(v) == 2 and min(v) > 0))' $res 2>/dev/null; then
+	ok "bench-topics: 4 rows, 4 JSON lines, udp resolution $res B/s"
 else
 	fail "bench-topics: $(cat "$tmp/bench")"
 fi

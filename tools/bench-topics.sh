@@ -10,11 +10,12 @@
 # subscriber found within the timeout (and when it had them all), and
 # (udp, xdp) the resolution traffic once stable: INFO and QUERY bytes/s on
 # the subscriber host's link (multicast adverts, queries, answers), counted
-# for -R seconds (default 10) after the subscriber found them all and
-# resolution settled (context.udp.resolver_max_ms, 5 s, plus 1).
+# for -R seconds (default 10; 0: not counted) after the subscriber found
+# them all and resolution settled (--settle, default 6 s: the adverts' and
+# queries' backoff reaches context.udp.resolver_max_ms, 5 s).
 #
 #   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+s xdp xdp+s"]
-#                         [-T SECONDS] [-R SECONDS] [--json FILE]
+#                         [-T SECONDS] [-R SECONDS] [--settle SECONDS] [--json FILE]
 #
 # "udp+s", "xdp+s": the topics share a session (flit-topics --session md:
 # source.session, a session per 50,000 topics); "udp", "xdp": each topic a
@@ -30,13 +31,14 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
 NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) NS=$2; shift 2 ;;
 	-t) TRANSPORTS=$2; shift 2 ;;
 	-T) BUDGET=$2; shift 2 ;;
 	-R) RES_W=$2; shift 2 ;;
+	--settle) SETTLE=$2; shift 2 ;;
 	--json) JSON=$2; shift 2 ;;
 	-h|--help) usage 0 ;;
 	*) echo "bench-topics: unknown argument '$1'" >&2; usage ;;
