@@ -6,7 +6,8 @@
 # that cannot find them all says how many and exits 1; pub stopped by its
 # --timeout says so and exits 1; over udp across a direct testbed (root) a
 # small N is found by a pattern subscriber on the other host, and 2,000
-# topics in one shared session (--session) with a few fds; and
+# topics in one shared session (--session) with a few fds; flit-thru and
+# flit-load --topics 1000 (misuse: not on shm) deliver every message; and
 # tools/bench-topics.sh prints its table for a small N.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 # timeout: 180
@@ -23,6 +24,12 @@ expect 2 flit-topics -n 0 pub
 expect 2 flit-topics --send sub 'x.*'
 expect 2 flit-topics -p 'a*' pub
 expect 2 flit-topics pub extra
+# --topics of flit-thru and flit-load: udp and xdp only, 1 .. 65536
+expect 2 flit-thru -t shm --topics 10
+expect 2 flit-thru -t udp --topics 0
+expect 2 flit-thru -t udp --topics 65537
+expect 2 flit-load -t shm --topics 10
+expect 2 flit-load -t udp --topics 0
 ok "misuse exits 2 with usage"
 
 # ---- pub over shm --------------------------------------------------------------
@@ -102,6 +109,33 @@ if [ $rc -eq 0 ] && grep -q "^found 2000 topics of 'sh\*'" "$tmp/ssub" && [ -n "
 	ok "udp, one session: 2000 topics with $fds fds; $(cat "$tmp/ssub")"
 else
 	fail "udp, one session: exit $rc, fds '$fds': $(cat "$tmp/ssub" "$tmp/spub")"
+fi
+
+# flit-thru and flit-load with the messages spread over 1,000 topics of
+# one session: every message in order at the receiver, which knew every
+# topic before the stream started
+if timeout 60 "$D/flit-thru" -t udp --netns "$tb-h1" --peer-netns "$tb-h2" -C 'context.udp.interface = eth0' \
+	-s 32 -n 200000 --topics 1000 --json >"$tmp/thru.json" 2>"$tmp/thru.err" &&
+   python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+rx = [x for x in r if x.get("side") == "receiver"]
+assert len(rx) == 1 and rx[0]["count"] == 200000 and rx[0]["gaps"] == 0 and rx[0]["dupes"] == 0, rx
+assert "topics=1000" in rx[0]["mode"], rx[0]["mode"]' "$tmp/thru.json" 2>"$tmp/thru.chk"; then
+	ok "flit-thru --topics 1000 over udp: 200,000 messages, no gap or duplicate"
+else
+	fail "flit-thru --topics: $(cat "$tmp/thru.err" "$tmp/thru.chk" "$tmp/thru.json" | tail -5)"
+fi
+if timeout 60 "$D/flit-load" -t udp --netns "$tb-h1" --peer-netns "$tb-h2" -C 'context.udp.interface = eth0' \
+	-s 32 -r 20k -d 1 --topics 1000 --json >"$tmp/load.json" 2>"$tmp/load.err" &&
+   python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert len(r) == 1 and r[0]["gaps"] == 0 and r[0]["pings_lost"] == 0 and r[0]["p50_ns"] > 0, r
+assert "topics=1000" in r[0]["mode"], r[0]["mode"]' "$tmp/load.json" 2>"$tmp/load.chk"; then
+	ok "flit-load --topics 1000 over udp: no gap, no ping lost"
+else
+	fail "flit-load --topics: $(cat "$tmp/load.err" "$tmp/load.chk" "$tmp/load.json" | tail -5)"
 fi
 
 tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"

@@ -114,6 +114,11 @@ static const char usage[] =
 "  -B, --max-batch N      most messages sent per wake-up, 1 .. 1M (default 256)\n"
 "      --sleep            sleep until the next message is due instead of\n"
 "                         spinning (a wake-up costs ~40 us on some VMs)\n"
+"      --topics N         udp, xdp: spread the load over N topics of one\n"
+"                         session (P.load.00000 ..; source.session), 1 ..\n"
+"                         65536; the subscriber takes them all by a pattern\n"
+"                         and answers hello once it knows every one (default\n"
+"                         1: the topic P.load)\n"
 "      --no-batch         one transport frame per message (default: the\n"
 "                         source batches, source.batch = true, and each\n"
 "                         catch-up batch is flushed)\n"
@@ -259,6 +264,7 @@ struct options {
 	double duration_s, warmup_s, ping_rate, stall_us;
 	uint64_t max_batch;
 	int rounds;
+	unsigned topics;        /* --topics: load topics of one session */
 	bool sleep, batch, csv;
 };
 
@@ -269,15 +275,17 @@ static uint64_t stall_limit(const struct options *o, const struct tool_clock *cl
 	return tool_ticks(clk, o->stall_us * 1e3);
 }
 
-/* A source: shm paced (lossless: a lost ping means a bug), batched or not. */
+/* A source: shm paced (lossless: a lost ping means a bug), batched or not;
+ * in session `session` if not NULL. */
 static flit_pub *open_pub(flit_ctx *ctx, const struct options *o,
-			  const char *topic, bool batch)
+			  const char *topic, bool batch, const char *session)
 {
-	char config[96];
+	char config[128];
 	FLIT_OPTS(flit_pub_opts, popts, .transport = o->com.transport, .config = config);
 
-	snprintf(config, sizeof(config), "batch = %s\n%s", batch ? "true" : "false",
-		 strcmp(o->com.transport, "shm") ? "" : "shm.mode = paced\n");
+	snprintf(config, sizeof(config), "batch = %s\n%s%s%s", batch ? "true" : "false",
+		 strcmp(o->com.transport, "shm") ? "" : "shm.mode = paced\n",
+		 session ? "session = " : "", session ? session : "");
 	return flit_pub_new(ctx, topic, &popts);
 }
 
@@ -299,6 +307,7 @@ struct sub_state {
 	struct stall_watch stall;
 	uint8_t *rbuf;          /* a ping marked with the stall count */
 	size_t rbuf_len;
+	uint64_t known, topics; /* --topics: BOS seen, and how many to wait for */
 	int err;                /* first reflection failure, -errno or status */
 	char errmsg[256];
 };
@@ -341,6 +350,9 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	switch (m->kind) {
 	case FLIT_MSG_DATA:
 		break;
+	case FLIT_MSG_BOS:
+		s->known++;
+		return;
 	case FLIT_MSG_EOS:
 		tool_peer_eos(&s->pub, m);
 		return;
@@ -367,6 +379,10 @@ static void sub_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 			[HELLO_PREEMPTED] = preempted(),
 		};
 
+		/* --topics: the stream starts once every topic is known
+		 * here (a message of a topic not learned yet is not ours) */
+		if (s->known < s->topics)
+			return;
 		sub_reflect(s, hello, sizeof(hello));
 		return;
 	}
@@ -445,26 +461,28 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 {
 	struct sub_state s = {
 		.clk = clk, .timeout_ticks = tool_ticks(clk, o->com.timeout_s * 1e9),
-		.stall.limit = stall_limit(o, clk),
+		.stall.limit = stall_limit(o, clk), .topics = o->topics,
 	};
+	char pattern[FLIT_TOPIC_MAX + 8];
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 	flit_ctx *ctx;
 	flit_sub *sub;
 	char err[768];
-	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = sub_on_msg, .arg = &s);
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = sub_on_msg, .arg = &s, .pattern = o->topics > 1);
 
 	ctx = tool_ctx_new(&o->com.config, err, sizeof(err));
 	if (!ctx)
 		tool_fail("creating the context: %s", err);
 	s.ctx = ctx;
-	s.reply = open_pub(ctx, o, reply_topic, false);
+	s.reply = open_pub(ctx, o, reply_topic, false, NULL);
 	if (!s.reply) {
 		snprintf(err, sizeof(err), "%s", flit_errmsg());
 		flit_ctx_close(ctx);
 		tool_fail("publishing '%s' on %s: %s", reply_topic, o->com.transport, err);
 	}
-	sub = flit_sub_new(ctx, load_topic, &sopts);
+	snprintf(pattern, sizeof(pattern), "%s%s", load_topic, o->topics > 1 ? ".*" : "");
+	sub = flit_sub_new(ctx, pattern, &sopts);
 	if (!sub) {
 		snprintf(err, sizeof(err), "%s", flit_errmsg());
 		flit_pub_close(s.reply);
@@ -703,7 +721,9 @@ struct pub {
 	const struct options *o;
 	const struct tool_clock *clk;
 	flit_ctx *ctx;
-	flit_pub *pub;
+	flit_pub *pub;          /* the load (--topics: its first topic) */
+	flit_pub **pubs;        /* --topics: the load's topics, one session */
+	unsigned npubs, k;      /* ... and the next one to send on */
 	flit_sub *sub;
 	pid_t child;            /* the forked subscriber, or 0 */
 	uint64_t timeout_ticks;
@@ -973,7 +993,7 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 					  s->stall.at > due_at(t_start, per_tick, sent);
 				st64(p->buf + 8, r->tsc);
 			}
-			rc = flit_pub_send(p->pub, p->buf, size);
+			rc = flit_pub_send(p->pubs[p->k], p->buf, size);
 			if (rc != FLIT_OK) {
 				if (rc < 0)
 					pub_fail(p, "sending message %llu: %s",
@@ -992,6 +1012,8 @@ static void run_point(struct pub *p, size_t size, double rate, struct point *pt)
 			p->seq++;
 			sent++;
 			wrote = true;
+			if (++p->k == p->npubs)
+				p->k = 0;
 		}
 		if (wrote) {
 			int rc = flit_pub_flush(p->pub);
@@ -1140,9 +1162,12 @@ static void mode_str(const struct options *o, char *buf, size_t len)
 	}
 	if (o->com.role != TOOL_SIDES_BOTH)
 		snprintf(cpustr, sizeof(cpustr), "%d", o->com.cpus[0]);
-	snprintf(buf, len, "%s,%s,%s,max_batch=%llu,ping_rate=%g,pinned=%s", first,
+	char topics[24] = "";
+	if (o->topics > 1)
+		snprintf(topics, sizeof(topics), ",topics=%u", o->topics);
+	snprintf(buf, len, "%s,%s,%s,max_batch=%llu,ping_rate=%g%s,pinned=%s", first,
 		 o->batch ? "batched" : "unbatched", o->sleep ? "sleep" : "spin",
-		 (unsigned long long)o->max_batch, o->ping_rate, cpustr);
+		 (unsigned long long)o->max_batch, o->ping_rate, topics, cpustr);
 }
 
 static void table_group(const struct options *o, size_t size)
@@ -1440,10 +1465,21 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 	p.sub = flit_sub_new(p.ctx, reply_topic, &sopts);
 	if (!p.sub)
 		pub_fail(&p, "subscribing to '%s': %s", reply_topic, flit_errmsg());
-	p.pub = open_pub(p.ctx, o, load_topic, o->batch);
-	if (!p.pub)
-		pub_fail(&p, "publishing '%s' on %s: %s", load_topic, o->com.transport,
-			 flit_errmsg());
+	p.pubs = calloc(o->topics, sizeof(*p.pubs));
+	if (!p.pubs)
+		pub_fail(&p, "out of memory");
+	for (unsigned i = 0; i < o->topics; i++) {
+		char t[FLIT_TOPIC_MAX + 16];
+		if (o->topics > 1)
+			snprintf(t, sizeof(t), "%s.%05u", load_topic, i);
+		else
+			snprintf(t, sizeof(t), "%s", load_topic);
+		p.pubs[i] = open_pub(p.ctx, o, t, o->batch, o->topics > 1 ? "flit-load\n" : NULL);
+		if (!p.pubs[i])
+			pub_fail(&p, "publishing '%s' on %s: %s", t, o->com.transport, flit_errmsg());
+		p.npubs = i + 1;
+	}
+	p.pub = p.pubs[0];
 	if (maxsize > flit_pub_max_msg(p.pub))
 		pub_fail(&p, "size %zu is larger than the %s source's largest message "
 			 "(%zu bytes)", maxsize, o->com.transport, flit_pub_max_msg(p.pub));
@@ -1524,7 +1560,9 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		}
 	}
 	flit_sub_close(p.sub);
-	flit_pub_close(p.pub);
+	for (unsigned i = 0; i < p.npubs; i++)
+		flit_pub_close(p.pubs[i]);
+	free(p.pubs);
 	flit_ctx_close(p.ctx);
 	p.sub = NULL;
 	p.pub = NULL;
@@ -1623,7 +1661,7 @@ static int cmp_double(const void *a, const void *b)
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_SLEEP = TOOL_OPT_OWN, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS, OPT_STALL };
+	enum { OPT_SLEEP = TOOL_OPT_OWN, OPT_NO_BATCH, OPT_CSV, OPT_ROUNDS, OPT_STALL, OPT_TOPICS };
 	static const struct tool_shape shape = {
 		.role = { "pub", "sub" }, .side = { "publisher", "subscriber" },
 	};
@@ -1641,6 +1679,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "max-batch", required_argument, NULL, 'B' },
 		{ "sleep",     no_argument,       NULL, OPT_SLEEP },
 		{ "no-batch",  no_argument,       NULL, OPT_NO_BATCH },
+		{ "topics",    required_argument, NULL, OPT_TOPICS },
 		{ "role",      required_argument, NULL, 'R' },
 		{ "peer-topic-prefix", required_argument, NULL, 'p' },
 		{ "csv",       no_argument,       NULL, OPT_CSV },
@@ -1652,7 +1691,7 @@ static void parse(int argc, char **argv, struct options *o)
 
 	*o = (struct options){
 		.duration_s = 2, .warmup_s = 0.25, .ping_rate = 5000, .max_batch = 256,
-		.rounds = 1, .stall_us = -1, .batch = true,
+		.rounds = 1, .stall_us = -1, .batch = true, .topics = 1,
 	};
 	tool_opts_init(t, &shape);
 	o->nsizes = parse_list("size", "32 128 256 512 1024", o->sizes, false);
@@ -1676,6 +1715,7 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'B': o->max_batch = tool_parse_count("max-batch", optarg, 1, 1000000); break;
 		case OPT_SLEEP: o->sleep = true; break;
 		case OPT_NO_BATCH: o->batch = false; break;
+		case OPT_TOPICS: o->topics = (unsigned)tool_parse_count("topics", optarg, 1, 65536); break;
 		case 'R': tool_opts_role(t, optarg); break;
 		case OPT_CSV: o->csv = true; break;
 		default: tool_opts_parse(t, opt, optarg, argv);
@@ -1684,6 +1724,9 @@ static void parse(int argc, char **argv, struct options *o)
 	tool_opts_end(t, argc, argv);
 	if (t->json && o->csv)
 		tool_usage_exit("--json and --csv exclude each other");
+	if (o->topics > 1 && strcmp(t->transport, "udp") && strcmp(t->transport, "xdp"))
+		tool_usage_exit("--topics is for udp and xdp (topics that share a session: "
+				"source.session)");
 	for (int i = 0; i < o->nrates; i++)
 		if (o->rates[i] * o->duration_s < 1)
 			tool_usage_exit("bad rate %g with duration %g s: not one message "

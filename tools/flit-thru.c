@@ -51,6 +51,10 @@ static const char usage[] =
 "                       frame per message\n"
 "      --batch-max B    largest batched frame (source batch_max), 256 .. 1M\n"
 "  -z, --zero-copy      send with claim/commit instead of a copying send\n"
+"      --topics N       udp, xdp: spread the messages over N topics (1 ..\n"
+"                       65536; message i on topic i mod N) that share one\n"
+"                       session (source.session); receivers subscribe to\n"
+"                       them all by a pattern (default 1: one topic)\n"
 "  -m, --mode M         shm ring mode: paced (default, lossless) or overwrite\n"
 "  -c, --cpus LIST      publisher on the first CPU, receivers round-robin on\n"
 "                       the rest (default: every CPU this process may use)\n"
@@ -102,6 +106,7 @@ struct options {
 	uint64_t batch_max;     /* 0: the library's default */
 	int64_t window;                 /* < 0: the default */
 	uint64_t rdma_frame;            /* rdma: frame_max for the size, 0: default */
+	unsigned topics;                /* publishers of one session (1: one topic) */
 };
 
 /* Shared by the publisher and its receivers (MAP_SHARED, mapped before the
@@ -110,6 +115,7 @@ struct progress {
 	_Alignas(64) uint64_t total;    /* messages sent in all; UINT64_MAX: sending */
 	struct {
 		_Alignas(64) uint64_t next; /* below it: delivered or reported lost */
+		uint64_t bos;               /* topics it knows (BOS events) */
 	} rx[MAX_RECEIVERS];
 };
 
@@ -140,6 +146,7 @@ struct rx_state {
 	bool started, eos, died;
 	bool net;               /* udp: a LOSS range is not a gap */
 	struct rx_report *rep;
+	uint64_t *bos;          /* in the shared page: BOS events so far */
 };
 
 static void rx_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
@@ -152,6 +159,9 @@ static void rx_on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 	switch (m->kind) {
 	case FLIT_MSG_DATA:
 		break;
+	case FLIT_MSG_BOS:
+		__atomic_fetch_add(s->bos, 1, __ATOMIC_RELEASE);
+		return;
 	case FLIT_MSG_EOS:
 		s->eos = true;
 		s->died = m->flags & FLIT_MSGF_SOURCE_DIED;
@@ -209,7 +219,8 @@ static noreturn void run_receiver(const struct options *o,
 				  int id, int cpu, int fd, struct progress *pg)
 {
 	struct rx_report rep = { .id = id, .cpu = cpu };
-	struct rx_state s = { .clk = clk, .size = o->com.size, .rep = &rep, .net = o->com.net };
+	struct rx_state s = { .clk = clk, .size = o->com.size, .rep = &rep, .net = o->com.net,
+			      .bos = &pg->rx[id - 1].bos };
 	uint64_t stop_at = o->count ? o->count : UINT64_MAX;
 	uint64_t timeout = tool_ticks(clk, o->com.timeout_s * 1e9);
 	uint64_t quiet = tool_ticks(clk, NET_QUIET_S * 1e9);
@@ -226,8 +237,9 @@ static noreturn void run_receiver(const struct options *o,
 		errno = -rc;
 		rx_exit(fd, &rep, "pinning", ctx, sub);
 	}
-	char rcfg[160] = "";
-	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s, .config = rcfg);
+	char rcfg[160] = "", pattern[FLIT_TOPIC_MAX + 8];
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s, .config = rcfg,
+		  .pattern = o->topics > 1);
 	if (!strcmp(o->com.transport, "rdma"))
 		snprintf(rcfg, sizeof(rcfg), "rdma.static = %s:%u\n%s%llu\n", o->com.rdma_addr,
 			 o->com.rdma_port, o->rdma_frame ? "rdma.frame_max = " : "# ",
@@ -238,7 +250,9 @@ static noreturn void run_receiver(const struct options *o,
 		snprintf(rep.errmsg, sizeof(rep.errmsg), "creating the context: %s", err);
 		rx_exit(fd, &rep, NULL, ctx, sub);
 	}
-	sub = flit_sub_new(ctx, topic, &sopts);
+	/* --topics: every topic of the session, topic.00000 .. */
+	snprintf(pattern, sizeof(pattern), "%s%s", topic, o->topics > 1 ? ".*" : "");
+	sub = flit_sub_new(ctx, pattern, &sopts);
 	if (!sub)
 		rx_exit(fd, &rep, "subscribing", ctx, sub);
 
@@ -297,7 +311,9 @@ struct thru {
 	int fd[MAX_RECEIVERS];          /* report pipes */
 	int n;
 	flit_ctx *ctx;
-	flit_pub *pub;
+	flit_pub *pub;                  /* pubs[0] */
+	flit_pub **pubs;                /* --topics: one per topic */
+	unsigned npubs;
 	struct progress *pg;
 	uint64_t acked;                 /* the slowest receiver's progress, last seen */
 };
@@ -324,7 +340,8 @@ static noreturn TOOL_FMT(2, 3) void thru_fail(struct thru *c, const char *fmt, .
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	kill_children(c);
-	flit_pub_close(c->pub);
+	for (unsigned i = 0; i < c->npubs; i++)
+		flit_pub_close(c->pubs[i]);
 	flit_ctx_close(c->ctx);
 	tool_fail("%s", msg);
 }
@@ -479,7 +496,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 			  const char *topic, struct thru *c,
 			  struct tx_result *tx)
 {
-	char config[128] = "", err[768];
+	char config[192] = "", err[768];
 	size_t off = 0;
 	uint64_t t0, t1, deadline = 0, spins = 0;
 	double startup_s = o->com.net && o->com.timeout_s < NET_STARTUP_MIN_S ?
@@ -498,8 +515,10 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		off += (size_t)snprintf(config + off, sizeof(config) - off, "batch_max = %llu\n",
 					(unsigned long long)o->batch_max);
 	if (o->rdma_frame)
-		snprintf(config + off, sizeof(config) - off, "rdma.frame_max = %llu\n",
-			 (unsigned long long)o->rdma_frame);
+		off += (size_t)snprintf(config + off, sizeof(config) - off, "rdma.frame_max = %llu\n",
+					(unsigned long long)o->rdma_frame);
+	if (o->topics > 1)
+		snprintf(config + off, sizeof(config) - off, "session = flit-thru\n");
 
 	rc = tool_pin_cpu(o->com.cpus[0]);
 	if (rc)
@@ -514,10 +533,22 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	}
 	if (!ctx)
 		thru_fail(c, "creating the context: %s", err);
-	pub = c->pub = flit_pub_new(ctx, topic, &popts);
-	if (!pub)
-		thru_fail(c, "publishing '%s' on %s: %s", topic, o->com.transport,
-			  flit_errmsg());
+	c->pubs = calloc(o->topics, sizeof(*c->pubs));
+	if (!c->pubs)
+		thru_fail(c, "out of memory");
+	for (unsigned i = 0; i < o->topics; i++) {
+		char t[FLIT_TOPIC_MAX + 16];
+		if (o->topics > 1)
+			snprintf(t, sizeof(t), "%s.%05u", topic, i);
+		else
+			snprintf(t, sizeof(t), "%s", topic);
+		c->pubs[i] = flit_pub_new(ctx, t, &popts);
+		if (!c->pubs[i])
+			thru_fail(c, "publishing '%s' on %s: %s", t, o->com.transport,
+				  flit_errmsg());
+		c->npubs = i + 1;
+	}
+	pub = c->pub = c->pubs[0];
 	if (o->com.size > flit_pub_max_msg(pub))
 		thru_fail(c, "size %zu is larger than the %s source's largest "
 			  "message (%zu bytes)", o->com.size, o->com.transport,
@@ -527,28 +558,42 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		thru_fail(c, "out of memory");
 	tool_payload_fill(buf, o->com.size, 0);
 
-	/* Start when every receiver is attached (slow path: sleeping is fine). */
+	/* Start when every receiver is attached and (--topics) knows every
+	 * topic: a message of a topic it has not learned yet is not for it
+	 * (slow path: sleeping is fine). */
 	t0 = tool_now(clk);
 	for (;;) {
+		uint64_t known = UINT64_MAX;
 		rc = flit_pub_receivers(pub);
 		if (rc < 0)
 			thru_fail(c, "counting receivers of '%s': %s", topic,
 				  rc == -EOPNOTSUPP ? "the transport cannot tell" :
 				  flit_errmsg());
-		if (rc >= o->receivers)
+		for (int i = 0; i < o->receivers; i++) {
+			uint64_t b = __atomic_load_n(&c->pg->rx[i].bos, __ATOMIC_ACQUIRE);
+			known = b < known ? b : known;
+		}
+		if (rc >= o->receivers && (o->topics == 1 || known >= o->topics))
 			break;
 		if (tool_ns(clk, tool_now(clk) - t0) > startup_s * 1e9)
-			thru_fail(c, "start-up: %d of %d receivers attached after %g s",
-				  rc, o->receivers, startup_s);
+			thru_fail(c, "start-up: %d of %d receivers attached after %g s%s", rc,
+				  o->receivers, startup_s, o->topics == 1 ? "" :
+				  known < o->topics ? ", the slowest knows too few of the topics" : "");
 		check_children(c, "start-up");
 		flit_ctx_poll(ctx, 0);
 		tool_sleep_us(1000);
 	}
 
 	t0 = tool_now(clk);
+	/* --topics: message seq on topic seq mod N (one session: one
+	 * sequence, the receivers check it whole) */
+	unsigned k = 0;
 	if (o->count) {
-		for (uint64_t seq = 0; seq < o->count; seq++)
-			tx_one(pub, o, buf, seq, tx, clk, c);
+		for (uint64_t seq = 0; seq < o->count; seq++) {
+			tx_one(c->pubs[k], o, buf, seq, tx, clk, c);
+			if (++k == o->topics)
+				k = 0;
+		}
 		tx->sent = o->count;
 	} else {
 		deadline = t0 + tool_ticks(clk, o->duration_s * 1e9);
@@ -557,7 +602,9 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 				tx->sent = seq;
 				break;
 			}
-			tx_one(pub, o, buf, seq, tx, clk, c);
+			tx_one(c->pubs[k], o, buf, seq, tx, clk, c);
+			if (++k == o->topics)
+				k = 0;
 		}
 	}
 	t1 = tool_now(clk);
@@ -606,8 +653,12 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		if (flit_ctx_describe(ctx, o->com.transport, tx->setup, sizeof(tx->setup)) < 0)
 			tx->setup[0] = '\0';
 	}
-	flit_pub_close(pub);        /* receivers get EOS */
+	for (unsigned i = 0; i < c->npubs; i++)
+		flit_pub_close(c->pubs[i]); /* receivers get EOS */
 	flit_ctx_close(ctx);
+	free(c->pubs);
+	c->pubs = NULL;
+	c->npubs = 0;
 	c->pub = NULL;
 	c->ctx = NULL;
 	free(buf);
@@ -725,6 +776,8 @@ static int report(const struct options *o, const struct tool_clock *clk,
 	if (o->com.net)
 		off += (size_t)snprintf(mode + off, sizeof(mode) - off, "window=%llu,",
 					(unsigned long long)tx->window);
+	if (o->topics > 1)
+		off += (size_t)snprintf(mode + off, sizeof(mode) - off, "topics=%u,", o->topics);
 	snprintf(mode + off, sizeof(mode) - off, "receivers=%d,pinned=%s",
 		 o->receivers, cpustr);
 	tool_header(hdr, "%s throughput, %zu-byte messages, %s; topic '%s'; "
@@ -846,7 +899,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_BATCH_MAX = TOOL_OPT_OWN };
+	enum { OPT_BATCH_MAX = TOOL_OPT_OWN, OPT_TOPICS };
 	static const struct tool_shape shape = { .rdma_ports = 1 };
 	static const struct option longopts[] = {
 		TOOL_LONGOPTS,
@@ -859,6 +912,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "zero-copy", no_argument,       NULL, 'z' },
 		{ "mode",      required_argument, NULL, 'm' },
 		{ "window",    required_argument, NULL, 'W' },
+		{ "topics",    required_argument, NULL, OPT_TOPICS },
 		{ "rdma-addr", required_argument, NULL, TOOL_OPT_RDMA_ADDR },
 		{ "rdma-port", required_argument, NULL, TOOL_OPT_RDMA_PORT },
 		{ 0 }
@@ -867,7 +921,7 @@ static void parse(int argc, char **argv, struct options *o)
 	bool count_set = false;
 	int opt;
 
-	*o = (struct options){ .count = 10000000, .receivers = 1, .window = -1 };
+	*o = (struct options){ .count = 10000000, .receivers = 1, .window = -1, .topics = 1 };
 	tool_opts_init(t, &shape);
 	while ((opt = getopt_long(argc, argv, ":t:s:n:d:R:bzm:c:T:W:C:jvh", longopts,
 				  NULL)) != -1) {
@@ -882,6 +936,7 @@ static void parse(int argc, char **argv, struct options *o)
 		case OPT_BATCH_MAX: o->batch_max = tool_parse_size("batch-max", optarg, 256, 1 << 20); break;
 		case 'z': o->zero_copy = true; break;
 		case 'W': o->window = (int64_t)tool_parse_count("window", optarg, 0, 1ull << 30); break;
+		case OPT_TOPICS: o->topics = (unsigned)tool_parse_count("topics", optarg, 1, 65536); break;
 		default: tool_opts_parse(t, opt, optarg, argv);
 		}
 	}
@@ -892,6 +947,9 @@ static void parse(int argc, char **argv, struct options *o)
 		o->count = 0;
 	if (o->batch_max && !o->batch)
 		tool_usage_exit("--batch-max needs --batch");
+	if (o->topics > 1 && strcmp(t->transport, "udp") && strcmp(t->transport, "xdp"))
+		tool_usage_exit("--topics is for udp and xdp (topics that share a session: "
+				"source.session)");
 	if (o->window >= 0 && !t->net)
 		tool_usage_exit("--window is for network transports (shm is "
 				"receiver-paced)");
