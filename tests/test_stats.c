@@ -474,7 +474,7 @@ static void tick_reads_the_clock_rarely(void **state)
 	for (unsigned i = 0; i < 4000000; i++)
 		if (flit_stats_tick_hit(&t)) {
 			checks++;
-			due += flit_stats_tick_due(st, &t, &now);
+			due += flit_stats_tick_due(st, &t, 1, &now);
 		}
 	assert_true(due >= 1);      /* the first call */
 	assert_true(checks < 20000); /* 10 doublings, then one per 1024 calls */

@@ -15,7 +15,15 @@
 # queries' backoff reaches context.udp.resolver_max_ms, 5 s).
 #
 #   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+s xdp xdp+s"]
-#                         [-T SECONDS] [-R SECONDS] [--settle SECONDS] [--json FILE]
+#                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
+#                         [--spread N] [--rounds R] [--json FILE]
+#
+# Then, for udp and xdp (those -t names), one topic against the messages
+# spread over --spread N topics of one session (default 10,000; 0: not
+# run), --rounds R times interleaved (default 2), medians: 1:1 throughput
+# (flit-thru -s 32 -d 2, unbatched and batched) and RTT/2 p50 under load
+# (flit-load -s 32 -r 100k -d 2), with the cache-line floor (flit-floor)
+# of each round beside them.
 #
 # "udp+s", "xdp+s": the topics share a session (flit-topics --session md:
 # source.session, a session per 50,000 topics); "udp", "xdp": each topic a
@@ -30,8 +38,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
-NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) NS=$2; shift 2 ;;
@@ -39,6 +47,8 @@ while [ $# -gt 0 ]; do
 	-T) BUDGET=$2; shift 2 ;;
 	-R) RES_W=$2; shift 2 ;;
 	--settle) SETTLE=$2; shift 2 ;;
+	--spread) SPREAD=$2; shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
 	--json) JSON=$2; shift 2 ;;
 	-h|--help) usage 0 ;;
 	*) echo "bench-topics: unknown argument '$1'" >&2; usage ;;
@@ -183,5 +193,67 @@ EOF
 		[ "$prev_n" -gt 0 ] || break   # it could not create them all: no larger N
 	done
 done 2>&1
+
+# ---- one topic against N topics of one session -----------------------------------
+spread_ts=
+for tt in $TRANSPORTS; do
+	t=${tt%+s}
+	case " $spread_ts " in *" $t "*) continue ;; esac
+	{ [ "$t" = udp ] || [ "$t" = xdp ]; } && spread_ts="$spread_ts $t"
+done
+if [ "$SPREAD" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
+	if [ $up -eq 0 ]; then
+		tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
+		up=1
+	fi
+	NET=(--netns "$tb-h1" --peer-netns "$tb-h2" -C context.udp.interface=eth0)
+	echo
+	echo "# one topic against $SPREAD topics of one session: $ROUNDS rounds interleaved, medians; 32-byte messages"
+	echo "# $(uname -r), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	: >"$tmp/spread.json"
+	for r in $(seq "$ROUNDS"); do
+		fl=$("$D/flit-floor" -n 200000 --json 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["p50_ns"])' 2>/dev/null || echo 0)
+		for t in $spread_ts; do
+			for n in 1 "$SPREAD"; do
+				for b in "" -b; do
+					v=$("$D/flit-thru" -t "$t" "${NET[@]}" -s 32 -d 2 $b --topics "$n" --json 2>"$tmp/thru.err" |
+						python3 -c 'import json,sys; print([d for d in map(json.loads, sys.stdin) if d.get("side") == "aggregate"][0]["msgs_per_sec"])' 2>/dev/null || echo 0)
+					[ "$v" = 0 ] && echo "# flit-thru -t $t --topics $n $b failed (not in the medians): $(tail -2 "$tmp/thru.err" | tr '\n' ' ')" >>"$tmp/spread.fail"
+					printf '{"round":%s,"floor_ns":%s,"transport":"%s","topics":%s,"what":"thru%s","value":%s}\n' \
+						"$r" "$fl" "$t" "$n" "${b:+,batched}" "$v" >>"$tmp/spread.json"
+				done
+				v=$("$D/flit-load" -t "$t" "${NET[@]}" -s 32 -r 100k -d 2 --topics "$n" --json 2>"$tmp/load.err" |
+					python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["p50_ns"])' 2>/dev/null || echo 0)
+				[ "$v" = 0 ] && echo "# flit-load -t $t --topics $n failed (not in the medians): $(tail -2 "$tmp/load.err" | tr '\n' ' ')" >>"$tmp/spread.fail"
+				printf '{"round":%s,"floor_ns":%s,"transport":"%s","topics":%s,"what":"p50","value":%s}\n' \
+					"$r" "$fl" "$t" "$n" "$v" >>"$tmp/spread.json"
+			done
+		done
+	done
+	python3 - "$tmp/spread.json" "$SPREAD" >>"$tmp/all.json" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+n = int(sys.argv[2])
+floors = sorted({(r["round"], r["floor_ns"]) for r in rows})
+sys.stderr.write("# cache-line floor (flit-floor RTT/2 p50) per round: " +
+                 ", ".join(f"{f} ns" for _, f in floors) + "\n")
+sys.stderr.write(f"{'transport':<9} {'measure':<28} {'1 topic':>12} {f'{n} topics':>14} {'ratio':>7}\n")
+for t in dict.fromkeys(r["transport"] for r in rows):
+    for what, label in (("thru", "msgs/s, unbatched"), ("thru,batched", "msgs/s, batched"),
+                        ("p50", "RTT/2 p50 at 100k/s, us")):
+        one = [r["value"] for r in rows if r["transport"] == t and r["what"] == what and r["topics"] == 1 and r["value"]]
+        many = [r["value"] for r in rows if r["transport"] == t and r["what"] == what and r["topics"] == n and r["value"]]
+        if not one or not many:
+            continue
+        a, b = statistics.median(one), statistics.median(many)
+        sc = 1e-3 if what == "p50" else 1
+        ratio = b / a if a else 0
+        sys.stderr.write(f"{t:<9} {label:<28} {a * sc:>12,.1f} {b * sc:>14,.1f} {ratio:>7.2f}\n")
+        print(json.dumps({"tool": "bench-topics", "spread": n, "transport": t, "measure": what,
+                          "one": one, "many": many, "ratio": ratio}))
+EOF
+	[ -s "$tmp/spread.fail" ] && cat "$tmp/spread.fail"
+fi 2>&1
 [ -n "$JSON" ] && cp "$tmp/all.json" "$JSON" && echo "# JSON: $JSON"
 exit 0
+

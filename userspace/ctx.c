@@ -40,6 +40,7 @@ struct flit_ctx {
 	struct flit_stats *stats;       /* the counters file (userspace/stats.h) */
 	struct flit_stats_tick stats_tick;
 	flit_pub *stats_next;       /* where the next stats tick goes on */
+	unsigned npubs;             /* publishers (atomic: their ticks read it) */
 };
 
 struct flit_pub {
@@ -257,22 +258,27 @@ static void pub_stats_write(flit_pub *pub, uint64_t now)
 	flit_stats_pub_write(pub->ctx->stats, &pub->st, &c, now);
 }
 
+#define STATS_PUBS_PER_TICK 1000
+
 /* Out of line: the hot paths pay a decrement and a branch (stats.h). */
 static __attribute__((noinline, cold)) void pub_stats_tick(flit_pub *pub)
 {
 	uint64_t now;
 
-	if (flit_stats_tick_due(pub->ctx->stats, &pub->st.tick, &now))
+	/* with more than STATS_PUBS_PER_TICK publishers, each writes its row
+	 * every N/1000 intervals from its own calls, as the poll does: 100,000
+	 * publishers must not read the clock and write rows 100,000 times
+	 * an interval */
+	unsigned every = 1 + __atomic_load_n(&pub->ctx->npubs, __ATOMIC_RELAXED) / STATS_PUBS_PER_TICK;
+	if (flit_stats_tick_due(pub->ctx->stats, &pub->st.tick, every, &now))
 		pub_stats_write(pub, now);
 }
-
-#define STATS_PUBS_PER_TICK 1000
 
 static __attribute__((noinline, cold)) void ctx_stats_tick(flit_ctx *ctx)
 {
 	uint64_t now;
 
-	if (!flit_stats_tick_due(ctx->stats, &ctx->stats_tick, &now))
+	if (!flit_stats_tick_due(ctx->stats, &ctx->stats_tick, 1, &now))
 		return;
 	/* at most STATS_PUBS_PER_TICK publishers a tick, going round: a
 	 * context with 100,000 writes each every 10 s, not all of them
@@ -419,6 +425,7 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 	if (ctx->pubs)
 		ctx->pubs->prev = pub;
 	ctx->pubs = pub;
+	__atomic_fetch_add(&ctx->npubs, 1, __ATOMIC_RELAXED);
 	return pub;
 }
 
@@ -442,6 +449,7 @@ void flit_pub_close(flit_pub *pub)
 		pub->next->prev = pub->prev;
 	if (ctx->stats_next == pub)
 		ctx->stats_next = pub->next;
+	__atomic_fetch_sub(&ctx->npubs, 1, __ATOMIC_RELAXED);
 	free(pub);
 }
 
@@ -655,6 +663,7 @@ static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
 			subs[n++] = s;
 	t->subs = subs;
 	t->nsubs = n;
+	t->one = n == 1 ? subs[0] : NULL;
 	for (unsigned i = 0; i < n; i++) {
 		bool known = false;
 		for (unsigned j = 0; j < old && !known; j++)
@@ -691,20 +700,27 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 {
 	if (idx > UINT16_MAX)
 		return flit_err(EINVAL, "session %08x: topic index %u out of range", rs->session_id, idx);
-	if (idx >= rs->ntopics) {
-		struct flit_rx_topic *t = realloc(rs->topics, ((size_t)idx + 1) * sizeof(*t));
+	if (idx >= rs->captopics) {
+		/* doubling: a session's topics come one index after another */
+		uint32_t cap = rs->captopics ? rs->captopics : 4;
+		while (cap <= idx)
+			cap *= 2;
+		struct flit_rx_topic *t = realloc(rs->topics, (size_t)cap * sizeof(*t));
 		if (!t)
 			return flit_err(ENOMEM, "session: out of memory");
-		memset(t + rs->ntopics, 0, (idx + 1 - rs->ntopics) * sizeof(*t));
+		memset(t + rs->captopics, 0, (cap - rs->captopics) * sizeof(*t));
 		rs->topics = t;
-		rs->ntopics = idx + 1;
+		rs->captopics = cap;
 	}
+	if (idx >= rs->ntopics)
+		rs->ntopics = idx + 1;
 	struct flit_rx_topic *t = &rs->topics[idx];
 	if (!t->name || strcmp(t->name, name)) {
 		free(t->name);
 		free(t->subs);
 		t->subs = NULL;
 		t->nsubs = 0;
+		t->one = NULL;
 		t->name = strdup(name);
 		if (!t->name)
 			return flit_err(ENOMEM, "session: out of memory");
@@ -885,11 +901,18 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		m.seq = w.seq;
 		m.send_ts_ns = w.ts;
 		m.topic = t->name;
-		for (unsigned i = 0; i < t->nsubs; i++) {
-			flit_sub *s = t->subs[i];
+		if (FLIT_LIKELY(t->one)) {
+			flit_sub *s = t->one;
 			s->st.msgs++;
 			s->st.bytes += w.len;
 			s->fn(s, &m, s->arg);
+		} else {
+			for (unsigned i = 0; i < t->nsubs; i++) {
+				flit_sub *s = t->subs[i];
+				s->st.msgs++;
+				s->st.bytes += w.len;
+				s->fn(s, &m, s->arg);
+			}
 		}
 		ctx->rx.msgs_received++;
 		ctx->rx.bytes_received += w.len;

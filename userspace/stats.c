@@ -554,28 +554,29 @@ void flit_stats_tick_init(const struct flit_stats *st, struct flit_stats_tick *t
 }
 
 bool flit_stats_tick_due(const struct flit_stats *st, struct flit_stats_tick *t,
-			 uint64_t *now)
+			 unsigned every, uint64_t *now)
 {
 	if (!st->map) {
 		t->countdown = UINT32_MAX;
 		return false;
 	}
 	uint64_t ns = flit_monotonic_now(), since = ns - t->checked_ns;
+	uint64_t interval = st->interval_ns * (every ? every : 1);
 
 	/* about four clock checks per interval: the period doubles while the
 	 * checks come too often; when they come too late it is set from the
 	 * call rate just measured (a burst followed by a trickle is caught up
 	 * at the first late check, not after halvings) */
 	t->checked_ns = ns;
-	if (since < st->interval_ns / 8) {
+	if (since < interval / 8) {
 		if (t->period < TICK_PERIOD_MAX)
 			t->period <<= 1;
-	} else if (since > st->interval_ns / 2) {
-		uint64_t p = (uint64_t)t->period * (st->interval_ns / 4) / since;
+	} else if (since > interval / 2) {
+		uint64_t p = (uint64_t)t->period * (interval / 4) / since;
 		t->period = p < 1 ? 1 : (uint32_t)p;
 	}
 	t->countdown = t->period;
-	if (ns - t->written_ns < st->interval_ns)
+	if (ns - t->written_ns < interval)
 		return false;
 	t->written_ns = ns;
 	*now = ns;

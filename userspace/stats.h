@@ -191,9 +191,9 @@ bool flit_stats_on(const struct flit_stats *st);
  * file the tick looks only every 2^32 calls. */
 void flit_stats_tick_init(const struct flit_stats *st, struct flit_stats_tick *t);
 /* After flit_stats_tick_hit(): read the clock, adapt the period; true (and
- * *now) when a refresh is due. */
+ * *now) when a refresh is due: every `every` intervals (>= 1). */
 bool flit_stats_tick_due(const struct flit_stats *st, struct flit_stats_tick *t,
-			 uint64_t *now);
+			 unsigned every, uint64_t *now);
 
 /* Rows.  A row that does not fit (table full) is counted in the header's
  * rows_dropped and warned about once; the object works without it. */
