@@ -30,6 +30,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
+#include "ctl.h"
 #include "nettest.h"
 
 #define MAXT 64
@@ -461,6 +464,206 @@ static void a_session_holds_65536_topics_then_reuses_ended_indexes(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+struct killed { unsigned bos, eos, died, data; volatile int done; };
+
+static void killed_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct killed *x = arg;
+	(void)sub;
+	x->bos += m->kind == FLIT_MSG_BOS;
+	x->data += m->kind == FLIT_MSG_DATA;
+	if (m->kind == FLIT_MSG_EOS) {
+		x->eos++;
+		x->died += !!(m->flags & FLIT_MSGF_SOURCE_DIED);
+	}
+	if (x->eos == 8)
+		x->done = 1;
+}
+
+/* A publishing process killed: every topic of its session ends, each with
+ * EOS marked SOURCE_DIED, once the session is silent for the receiver's
+ * timeout (1 s here). */
+static void a_killed_publisher_ends_every_topic_of_its_session(void **state)
+{
+	(void)state;
+	enum { K = 8 };
+	int rp[2], ready[2];
+	assert_int_equal(pipe(rp), 0);
+	assert_int_equal(pipe(ready), 0);
+	pid_t sp = tl_fork();
+	if (sp == 0) {
+		static struct killed st;
+		close(rp[0]);
+		close(ready[0]);
+		if (tb_enter(tb, 2))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_sub_opts, so, .pattern = true, .arg = &st, .on_msg = killed_cb,
+			  .config = "udp.session_timeout_ms = 1000");
+		if (!ctx || !flit_sub_new(ctx, "sk.*", &so))
+			_exit(4);
+		/* tell the parent once every topic has a message here */
+		bool told = false;
+		uint64_t end = tl_now_ms() + 20000;
+		while (!st.done && tl_now_ms() < end) {
+			flit_ctx_poll(ctx, 0);
+			if (!told && st.data >= K) {
+				told = write(ready[1], "r", 1) == 1;
+			}
+			usleep(200);
+		}
+		unsigned v[4] = { st.bos, st.eos, st.died, st.data };
+		if (write(rp[1], v, sizeof(v)) != sizeof(v))
+			_exit(5);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(rp[1]);
+	close(ready[1]);
+	usleep(100 * 1000);
+	pid_t pp = tl_fork();
+	if (pp == 0) {
+		char topic[32];
+		flit_pub *p[K];
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = killed");
+		for (int i = 0; i < K; i++) {
+			snprintf(topic, sizeof(topic), "sk.%d", i);
+			if (!ctx || !(p[i] = flit_pub_new(ctx, topic, &po)))
+				_exit(4);
+		}
+		/* a message on every topic, again and again, until killed */
+		for (uint32_t r = 0;; r++) {
+			for (int i = 0; i < K; i++)
+				(void)flit_pub_send(p[i], &r, sizeof(r));
+			flit_ctx_poll(ctx, 0);
+			usleep(2000);
+		}
+	}
+	char c;
+	bool ready_ok = read(ready[0], &c, 1) == 1;
+	close(ready[0]);
+	kill(pp, SIGKILL);
+	int status;
+	waitpid(pp, &status, 0);
+	unsigned v[4] = { 0 };
+	ssize_t got = read(rp[0], v, sizeof(v));
+	close(rp[0]);
+	waitpid(sp, &status, 0);
+	printf("# killed publisher: %u BOS, %u EOS (%u SOURCE_DIED), %u messages\n", v[0], v[1], v[2], v[3]);
+	assert_true(ready_ok);
+	assert_int_equal(got, sizeof(v));
+	assert_int_equal(v[0], K);
+	assert_int_equal(v[1], K);
+	assert_int_equal(v[2], K);
+}
+
+/* Bad INFO pages (forged in h1, sent to the resolver channel) at a
+ * pattern subscriber in h2: an index out of range, one index twice, a
+ * truncated page, a page of topics nobody wants: each dropped and counted
+ * (malformed), no topic of them begins; a good page after them is taken. */
+static int forge_info(uint8_t *buf, size_t cap, uint32_t session, uint16_t flags,
+		      const uint32_t *idx, const char *const *names, unsigned n)
+{
+	struct flit_ctl_name t[8];
+	struct flit_ctl_info in = {
+		.domain = flit_domain_id("default"), .mode = FLIT_MODE_MCAST, .data_port = 14950,
+		.ctl_port = 14951, .pid = 1,
+	};
+	inet_pton(AF_INET, "239.192.90.9", &in.data_addr);
+	for (unsigned i = 0; i < n; i++)
+		t[i] = (struct flit_ctl_name){ .idx = idx[i], .kind = FLIT_NAME_EXACT,
+					       .len = (uint16_t)strlen(names[i]), .name = names[i] };
+	return (int)flit_ctl_info_encode_flags(buf, cap, flags, session, 0, &in, t, n);
+}
+
+struct forged { unsigned bos[4]; unsigned other; };
+
+static void forged_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct forged *x = arg;
+	(void)sub;
+	if (m->kind != FLIT_MSG_BOS)
+		return;
+	if (!strcmp(m->topic, "sb.good"))
+		x->bos[0]++;
+	else
+		x->other++;
+}
+
+static void bad_info_pages_are_dropped_and_counted(void **state)
+{
+	(void)state;
+	int rp[2];
+	assert_int_equal(pipe(rp), 0);
+	pid_t sp = tl_fork();
+	if (sp == 0) {
+		static struct forged st;
+		close(rp[0]);
+		if (tb_enter(tb, 2))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_sub_opts, so, .pattern = true, .arg = &st, .on_msg = forged_cb);
+		if (!ctx || !flit_sub_new(ctx, "sb.*", &so))
+			_exit(4);
+		uint64_t end = tl_now_ms() + 3000;
+		while (tl_now_ms() < end) {
+			flit_ctx_poll(ctx, 0);
+			usleep(500);
+		}
+		struct flit_counters c = { .sz = sizeof(c) };
+		flit_ctx_counters(ctx, &c);
+		unsigned v[3] = { st.bos[0], st.other, (unsigned)c.malformed };
+		if (write(rp[1], v, sizeof(v)) != sizeof(v))
+			_exit(5);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(rp[1]);
+	usleep(300 * 1000);
+	pid_t fp = tl_fork();
+	if (fp == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+		struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(14400) };
+		inet_pton(AF_INET, "239.192.76.1", &dst.sin_addr);
+		uint8_t b[2048] __attribute__((aligned(8)));
+		const uint32_t out_of_range[] = { 70000 }, twice[] = { 5, 5 }, one[] = { 3 };
+		const char *const n1[] = { "sb.range" }, *const n2[] = { "sb.a", "sb.b" },
+				  *const ntr[] = { "sb.truncated" }, *const nnot[] = { "other.topic" },
+				  *const good[] = { "sb.good" };
+		for (int round = 0; round < 5; round++) {
+			int l = forge_info(b, sizeof(b), 0x5b0001, FLIT_INFOF_PAGE, out_of_range, n1, 1);
+			sendto(fd, b, (size_t)l, 0, (struct sockaddr *)&dst, sizeof(dst));
+			l = forge_info(b, sizeof(b), 0x5b0002, FLIT_INFOF_PAGE, twice, n2, 2);
+			sendto(fd, b, (size_t)l, 0, (struct sockaddr *)&dst, sizeof(dst));
+			l = forge_info(b, sizeof(b), 0x5b0003, FLIT_INFOF_PAGE, one, ntr, 1);
+			sendto(fd, b, (size_t)l - 8, 0, (struct sockaddr *)&dst, sizeof(dst));
+			l = forge_info(b, sizeof(b), 0x5b0004, FLIT_INFOF_PAGE, one, nnot, 1);
+			sendto(fd, b, (size_t)l, 0, (struct sockaddr *)&dst, sizeof(dst));
+			usleep(20 * 1000);
+		}
+		int l = forge_info(b, sizeof(b), 0x5b0005, FLIT_INFOF_PAGE, one, good, 1);
+		sendto(fd, b, (size_t)l, 0, (struct sockaddr *)&dst, sizeof(dst));
+		_exit(0);
+	}
+	int status;
+	waitpid(fp, &status, 0);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	unsigned v[3] = { 0 };
+	ssize_t got = read(rp[0], v, sizeof(v));
+	close(rp[0]);
+	waitpid(sp, &status, 0);
+	printf("# forged pages: sb.good began %u time(s), other topics %u, malformed %u\n", v[0], v[1], v[2]);
+	assert_int_equal(got, sizeof(v));
+	assert_int_equal(v[0], 1);        /* the good page: its topic, once */
+	assert_int_equal(v[1], 0);        /* none of the bad ones */
+	assert_true(v[2] >= 15);          /* 3 bad pages x 5 rounds */
+}
+
 /* ---- many topics: pattern subscribers find them all, at the paced rate */
 
 #define MANY 20000
@@ -604,6 +807,8 @@ int main(void)
 		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
 		cmocka_unit_test(a_session_holds_65536_topics_then_reuses_ended_indexes),
 		cmocka_unit_test(pattern_subscribers_find_20000_topics_of_a_session_at_the_paced_rate),
+		cmocka_unit_test(a_killed_publisher_ends_every_topic_of_its_session),
+		cmocka_unit_test(bad_info_pages_are_dropped_and_counted),
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -455,6 +455,39 @@ static int on_foreign_info(struct flit_tp *tp, const uint8_t *f, const struct fl
 	return 0;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Does every name of the INFO have an index in range (a whole INFO's 0 ..
+ * count-1, a page's 0 .. 65535), each index once?  A frame naming one
+ * index twice would rename a topic under its subscribers' feet. */
+static bool info_indexes_ok(const uint8_t *f, const struct flit_frame_hdr *h, bool page)
+{
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+	uint32_t small[256], *v = h->count <= 256 ? small : malloc(h->count * sizeof(*v));
+	unsigned n = 0;
+	bool ok = v != NULL;
+
+	flit_ctl_names_init(&it, f, h);
+	while (ok && flit_ctl_names_next(&it, &nm)) {
+		ok = (page ? nm.idx <= UINT16_MAX : nm.idx < h->count) && n < h->count;
+		if (ok)
+			v[n++] = nm.idx;
+	}
+	if (ok && n > 1) {
+		qsort(v, n, sizeof(*v), cmp_u32);
+		for (unsigned i = 1; i < n && ok; i++)
+			ok = v[i] != v[i - 1];
+	}
+	if (v != small)
+		free(v);
+	return ok;
+}
+
 /* An INFO frame (from the resolver, a query reply, or a static source). */
 static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
 		   const struct sockaddr_in *from, uint64_t now)
@@ -473,12 +506,10 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	 * INFO's are 0 .. count-1 (a session of one topic: 0); a page's (a
 	 * shared session's) any of 0 .. 65535 */
 	bool page = h->flags & (FLIT_INFOF_PAGE | FLIT_INFOF_ENDED);
-	flit_ctl_names_init(&it, f, h);
-	while (flit_ctl_names_next(&it, &nm))
-		if (page ? nm.idx > UINT16_MAX : nm.idx >= h->count) {
-			flit_ctx_rx_counters(tp->ctx)->malformed++;
-			return 0;
-		}
+	if (!info_indexes_ok(f, h, page)) {
+		flit_ctx_rx_counters(tp->ctx)->malformed++;
+		return 0;
+	}
 	for (unsigned i = 0; i < NENDED; i++)
 		if (tp->ended[i] == h->session_id)
 			return 0; /* a late advert of a session that ended */
