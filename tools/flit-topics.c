@@ -108,10 +108,12 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static double cpu_s(void)
+/* CPU seconds of the process (who: RUSAGE_SELF) or of this thread alone
+ * (RUSAGE_THREAD: the floor, without the library's threads). */
+static double cpu_of(int who)
 {
 	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
+	getrusage(who, &ru);
 	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
@@ -190,20 +192,20 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	}
 
 	/* the idle process: polling every 1 ms, as an application's loop */
-	double c0 = cpu_s(), w0 = now_s();
+	double c0 = cpu_of(RUSAGE_SELF), w0 = now_s();
 	while (!stop && now_s() - w0 < o->idle_s) {
 		flit_ctx_poll(ctx, 0);
 		tool_sleep_us(1000);
 	}
-	double idle_wall = now_s() - w0, idle_cpu = cpu_s() - c0;
+	double idle_wall = now_s() - w0, idle_cpu = cpu_of(RUSAGE_SELF) - c0;
 	double cpu_pct = idle_wall > 0 ? 100.0 * idle_cpu / idle_wall : 0;
 	/* the floor: the same 1 ms loop for a second, without the library
-	 * (what waking 1000 times a second costs here; the service thread
-	 * sleeps on, as it does while the application polls) */
-	double fc0 = cpu_s(), fw0 = now_s();
+	 * (what waking 1000 times a second costs here): this thread's CPU
+	 * alone, the library's own threads go on meanwhile */
+	double fc0 = cpu_of(RUSAGE_THREAD), fw0 = now_s();
 	while (!stop && now_s() - fw0 < 1.0)
 		tool_sleep_us(1000);
-	double floor_pct = 100.0 * (cpu_s() - fc0) / (now_s() - fw0);
+	double floor_pct = 100.0 * (cpu_of(RUSAGE_THREAD) - fc0) / (now_s() - fw0);
 	uint64_t rss = rss_bytes();
 
 	if (o->json) {
