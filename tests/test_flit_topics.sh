@@ -138,7 +138,7 @@ else
 	fail "flit-load --topics: $(cat "$tmp/load.err" "$tmp/load.chk" "$tmp/load.json" | tail -5)"
 fi
 
-tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
+tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --spread 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
 # udp rows count the resolution traffic (adverts at least: > 0 B/s)
 res=$(python3 -c 'import json,sys; print(" ".join(str(j["resolution"].get("bytes_per_s", "none")) for j in map(json.loads, open(sys.argv[1])) if j["transport"] == "udp"))' "$tmp/bench.json" 2>/dev/null)
 if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ] &&
