@@ -481,7 +481,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		flit_ctx_close(ctx);
 		tool_fail("publishing '%s' on %s: %s", reply_topic, o->com.transport, err);
 	}
-	snprintf(pattern, sizeof(pattern), "%s%s", load_topic, o->topics > 1 ? ".*" : "");
+	tool_spread_pattern(pattern, sizeof(pattern), load_topic, o->topics);
 	sub = flit_sub_new(ctx, pattern, &sopts);
 	if (!sub) {
 		snprintf(err, sizeof(err), "%s", flit_errmsg());
@@ -1470,10 +1470,7 @@ static int run_pub(const struct options *o, const struct tool_clock *clk,
 		pub_fail(&p, "out of memory");
 	for (unsigned i = 0; i < o->topics; i++) {
 		char t[FLIT_TOPIC_MAX + 16];
-		if (o->topics > 1)
-			snprintf(t, sizeof(t), "%s.%05u", load_topic, i);
-		else
-			snprintf(t, sizeof(t), "%s", load_topic);
+		tool_spread_topic(t, sizeof(t), load_topic, i, o->topics);
 		p.pubs[i] = open_pub(p.ctx, o, t, o->batch, o->topics > 1 ? "flit-load\n" : NULL);
 		if (!p.pubs[i])
 			pub_fail(&p, "publishing '%s' on %s: %s", t, o->com.transport, flit_errmsg());

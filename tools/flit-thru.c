@@ -251,7 +251,7 @@ static noreturn void run_receiver(const struct options *o,
 		rx_exit(fd, &rep, NULL, ctx, sub);
 	}
 	/* --topics: every topic of the session, topic.00000 .. */
-	snprintf(pattern, sizeof(pattern), "%s%s", topic, o->topics > 1 ? ".*" : "");
+	tool_spread_pattern(pattern, sizeof(pattern), topic, o->topics);
 	sub = flit_sub_new(ctx, pattern, &sopts);
 	if (!sub)
 		rx_exit(fd, &rep, "subscribing", ctx, sub);
@@ -538,10 +538,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		thru_fail(c, "out of memory");
 	for (unsigned i = 0; i < o->topics; i++) {
 		char t[FLIT_TOPIC_MAX + 16];
-		if (o->topics > 1)
-			snprintf(t, sizeof(t), "%s.%05u", topic, i);
-		else
-			snprintf(t, sizeof(t), "%s", topic);
+		tool_spread_topic(t, sizeof(t), topic, i, o->topics);
 		c->pubs[i] = flit_pub_new(ctx, t, &popts);
 		if (!c->pubs[i])
 			thru_fail(c, "publishing '%s' on %s: %s", t, o->com.transport,

@@ -160,6 +160,19 @@ double tool_parse_seconds(const char *what, const char *arg, double min,
 	return v;
 }
 
+void tool_spread_topic(char *buf, size_t len, const char *base, unsigned i, unsigned n)
+{
+	if (n > 1)
+		snprintf(buf, len, "%s.%05u", base, i);
+	else
+		snprintf(buf, len, "%s", base);
+}
+
+void tool_spread_pattern(char *buf, size_t len, const char *base, unsigned n)
+{
+	snprintf(buf, len, "%s%s", base, n > 1 ? ".*" : "");
+}
+
 const char *tool_parse_transport(const char *arg)
 {
 	static const char *const known[] = { "shm", "udp", "xdp", "rdma" };

@@ -67,6 +67,10 @@ double tool_parse_seconds(const char *what, const char *arg, double min,
 /* A transport name flit knows: shm, udp, xdp, rdma.  (Whether the library
  * built here has it is a runtime question: flit_pub_new() answers.) */
 const char *tool_parse_transport(const char *arg);
+/* --topics N (flit-thru, flit-load): topic i of n is BASE.0000i (n > 1) or
+ * BASE itself (n == 1); a subscriber takes them all by BASE.* (or BASE). */
+void tool_spread_topic(char *buf, size_t len, const char *base, unsigned i, unsigned n);
+void tool_spread_pattern(char *buf, size_t len, const char *base, unsigned n);
 /* "A,B,C" or ranges "0-3", each CPU one this process may run on.  Fills
  * cpus[], returns how many (1 .. max). */
 int tool_parse_cpus(const char *arg, int *cpus, int max);
