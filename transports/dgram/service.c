@@ -210,7 +210,6 @@ static uint64_t src_answers(struct usess *s, uint64_t now)
 		if (!flit_rl_take(&tp->res_rl, l, now))
 			return now + flit_rl_wait(&tp->res_rl, l, now);
 		a->from = from;
-		tp->res_bytes += l;
 		if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)&a->to,
 			   sizeof(a->to)) >= 0 && s->txts)
 			flit_txts_sent(s->txts, s->ctl, l, 1);
@@ -453,11 +452,9 @@ static uint64_t src_service(struct usess *s, uint64_t now)
 			s->adv.at = now + flit_rl_wait(&tp->res_rl, len, now);
 		} else {
 			s->page = page;
-			if (len) {
-				tp->res_bytes += len;
+			if (len)
 				sendto(tp->res_fd, s->ctl, len, MSG_DONTWAIT, (struct sockaddr *)&tp->resolver,
 				       sizeof(tp->resolver));
-			}
 			advert_sent(&s->adv, now, tp->cc->udp_resolver_max_ms * MS);
 		}
 	}
@@ -532,11 +529,9 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 			if (len && !flit_rl_take(&tp->res_rl, len, now)) {
 				a->adv.at = now + flit_rl_wait(&tp->res_rl, len, now);
 			} else {
-				if (len) {
-					tp->res_bytes += len;
+				if (len)
 					sendto(tp->res_fd, buf, len, MSG_DONTWAIT,
 					       (struct sockaddr *)&tp->resolver, sizeof(tp->resolver));
-				}
 				advert_sent(&a->adv, now, max);
 			}
 		}

@@ -317,7 +317,6 @@ struct flit_tp {
 	/* what the sources send for resolution (adverts, answers to queries
 	 * and joins): context.udp.resolver_rate_limit (tp->lock) */
 	struct flit_ratelimit res_rl;
-	uint64_t res_bytes;          /* sent so far */
 	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
 };
