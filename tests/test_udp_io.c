@@ -40,9 +40,11 @@
 struct backend {
 	enum flit_udp_backend b;
 	const char *name;
+	bool single;    /* io_uring: one RECVMSG per datagram (the fallback) */
 };
-static struct backend B_SOCKETS = { FLIT_UDP_SOCKETS, "sockets" };
-static struct backend B_URING = { FLIT_UDP_URING, "io_uring" };
+static struct backend B_SOCKETS = { FLIT_UDP_SOCKETS, "sockets", false };
+static struct backend B_URING = { FLIT_UDP_URING, "io_uring", false };
+static struct backend B_URING1 = { FLIT_UDP_URING, "io_uring, one recvmsg per datagram", true };
 
 #define MAXD 256
 
@@ -92,6 +94,7 @@ static struct flit_udp_io_cfg cfg_of(void **state, unsigned batch, unsigned dgra
 	const struct backend *be = *state;
 	struct flit_udp_io_cfg c = {
 		.backend = be->b, .batch = batch, .dgram_max = dgram_max,
+		.uring_single_recv = be->single,
 	};
 	return c;
 }
@@ -275,7 +278,7 @@ static void recv_with_nothing_pending_returns_0_without_blocking(void **state)
 	/* at most one syscall per call; with DEFER_TASKRUN + TASKRUN_FLAG
 	 * the kernel tells us when nothing can be pending: none at all */
 	assert_true(sys <= 1000);
-	if (strstr(flit_udp_io_describe(io), "(defer_taskrun, single_issuer)"))
+	if (strstr(flit_udp_io_describe(io), "(defer_taskrun, single_issuer"))
 		assert_int_equal(sys, 0);
 	flit_udp_io_close(io);
 }
@@ -924,10 +927,60 @@ static void io_object_opened_on_one_thread_works_on_another(void **state)
 	/* thread B receives on rx, which this thread used first */
 	assert_int_equal(pthread_create(&th, NULL, thr_recv, &t), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
-	if (be->b == FLIT_UDP_URING && strstr(flit_udp_io_describe(p.rx), "(defer_taskrun, single_issuer)"))
+	if (be->b == FLIT_UDP_URING && strstr(flit_udp_io_describe(p.rx), "(defer_taskrun, single_issuer"))
 		assert_int_equal(t.r, -EEXIST);
 	else
 		assert_int_equal(t.r, 0);
+	pair_close(&p);
+}
+
+/* ---- a burst beyond the receive buffers ------------------------------------------- */
+
+/* 1,000 datagrams wait in the socket before the receiver takes 3 at a
+ * time: far more than the io_uring backend's provided buffers (64) or
+ * receive slots (8), so its multishot receive runs out of buffers
+ * (-ENOBUFS) and is re-armed again and again; the socket holds the rest.
+ * Every datagram arrives once, in order, byte for byte. */
+static void burst_beyond_the_receive_buffers_arrives_whole_and_in_order(void **state)
+{
+	struct flit_udp_io_cfg c = cfg_of(state, 8, 1472);
+	struct pair p;
+	pair_open(&p, &c, &c);
+	set_buf(flit_udp_io_fd(p.rx), SO_RCVBUFFORCE, SO_RCVBUF, 8 << 20);
+	enum { N = 1000, LEN = 200 };
+	struct flit_dgram x[3];
+
+	/* the receiver's first call arms its receive */
+	assert_int_equal(flit_udp_io_recv(p.rx, x, 3), 0);
+	for (unsigned i = 0; i < N; i++) {
+		uint8_t buf[LEN];
+		tl_fill(buf, sizeof(buf), i);
+		struct flit_dgram d = { .buf = buf, .len = LEN, .addr = p.rx_addr };
+		send_all(p.tx, &d, 1);
+	}
+	unsigned got = 0;
+	uint64_t end = tl_now_ms() + 5000;
+	while (got < N && tl_now_ms() < end) {
+		int r = flit_udp_io_recv(p.rx, x, 3);
+		if (r < 0)
+			fail_msg("recv: %d %s", r, flit_errmsg());
+		assert_true(r <= 3);
+		for (int k = 0; k < r; k++, got++) {
+			uint64_t seq = ~0ull;
+			assert_int_equal(x[k].len, LEN);
+			assert_int_equal(tl_check(x[k].buf, x[k].len, &seq), 0);
+			if (seq != got)
+				fail_msg("datagram %u arrived as number %u", (unsigned)seq, got);
+			assert_int_equal(x[k].addr.sin_port, p.tx_addr.sin_port);
+		}
+	}
+	struct flit_udp_io_stats rs = stats(p.rx);
+	printf("# %s: %u of %u received, %llu syscalls\n", flit_udp_io_describe(p.rx), got, N,
+	       (unsigned long long)rs.syscalls);
+	assert_int_equal(got, N);
+	assert_int_equal(rs.rx_dgrams, N);
+	assert_int_equal(rs.rx_truncated, 0);
+	assert_int_equal(flit_udp_io_recv(p.rx, x, 3), 0);
 	pair_close(&p);
 }
 
@@ -966,7 +1019,14 @@ static void describe_names_the_backend(void **state)
 	struct flit_udp_io *io = open_or_skip(udp_bound(&a), &c);
 	const char *s = flit_udp_io_describe(io);
 	printf("# describe: %s\n", s);
-	assert_true(strncmp(s, be->name, strlen(be->name)) == 0);
+	assert_true(strncmp(s, be->b == FLIT_UDP_URING ? "io_uring" : be->name,
+			    strlen(be->b == FLIT_UDP_URING ? "io_uring" : be->name)) == 0);
+	/* how io_uring receives: what was asked, or why not */
+	if (be->b == FLIT_UDP_URING && be->single)
+		assert_non_null(strstr(s, "one recvmsg per datagram (asked)"));
+	else if (be->b == FLIT_UDP_URING)
+		assert_true(strstr(s, "multishot recvmsg into 64 provided buffers") ||
+			    strstr(s, "one recvmsg per datagram (no provided-buffer ring"));
 	assert_true(flit_udp_io_fd(io) >= 0);
 	flit_udp_io_close(io);
 	c.impair.loss_bp = 150;
@@ -1021,31 +1081,33 @@ static void uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused(
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-#define BOTH(f)                                                       \
+#define EACH(f)                                                       \
 	{ #f " [sockets]", f, NULL, NULL, &B_SOCKETS },               \
-	{ #f " [io_uring]", f, NULL, NULL, &B_URING }
+	{ #f " [io_uring]", f, NULL, NULL, &B_URING },                \
+	{ #f " [io_uring, one recvmsg each]", f, NULL, NULL, &B_URING1 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		BOTH(batch_of_64_sized_1_to_1472_round_trips_with_sender_address),
-		BOTH(recv_with_nothing_pending_returns_0_without_blocking),
-		BOTH(send_and_recv_of_zero_datagrams_are_no_ops),
-		BOTH(oversize_datagram_is_dropped_and_counted_and_the_next_arrives),
-		BOTH(send_to_full_socket_buffer_returns_partial_count_without_blocking),
-		BOTH(send_to_unread_udp_socket_never_blocks),
-		BOTH(icmp_error_from_a_dead_peer_does_not_wedge_sending),
-		BOTH(software_rx_timestamps_are_close_to_realtime_when_enabled),
-		BOTH(rx_timestamps_are_0_when_disabled),
-		BOTH(loss_20_percent_drops_about_a_fifth_and_counts_each),
-		BOTH(dup_10_percent_delivers_identical_copies),
-		BOTH(reorder_10_percent_loses_nothing_but_changes_order),
-		BOTH(reordered_datagram_is_not_stuck_when_traffic_stops),
-		BOTH(impairment_is_reproducible_from_its_seed),
-		BOTH(impaired_recv_of_one_at_a_time_loses_nothing_extra),
-		BOTH(open_rejects_bad_config_and_closes_the_fd),
-		BOTH(describe_names_the_backend),
-		BOTH(io_object_opened_on_one_thread_works_on_another),
+		EACH(batch_of_64_sized_1_to_1472_round_trips_with_sender_address),
+		EACH(recv_with_nothing_pending_returns_0_without_blocking),
+		EACH(send_and_recv_of_zero_datagrams_are_no_ops),
+		EACH(oversize_datagram_is_dropped_and_counted_and_the_next_arrives),
+		EACH(send_to_full_socket_buffer_returns_partial_count_without_blocking),
+		EACH(send_to_unread_udp_socket_never_blocks),
+		EACH(icmp_error_from_a_dead_peer_does_not_wedge_sending),
+		EACH(software_rx_timestamps_are_close_to_realtime_when_enabled),
+		EACH(rx_timestamps_are_0_when_disabled),
+		EACH(loss_20_percent_drops_about_a_fifth_and_counts_each),
+		EACH(dup_10_percent_delivers_identical_copies),
+		EACH(reorder_10_percent_loses_nothing_but_changes_order),
+		EACH(reordered_datagram_is_not_stuck_when_traffic_stops),
+		EACH(impairment_is_reproducible_from_its_seed),
+		EACH(impaired_recv_of_one_at_a_time_loses_nothing_extra),
+		EACH(burst_beyond_the_receive_buffers_arrives_whole_and_in_order),
+		EACH(open_rejects_bad_config_and_closes_the_fd),
+		EACH(describe_names_the_backend),
+		EACH(io_object_opened_on_one_thread_works_on_another),
 		cmocka_unit_test(uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused),
 	};
 	return cmocka_run_group_tests_name("udp_io", tests, NULL, NULL);

@@ -40,6 +40,10 @@ struct flit_udp_io_cfg {
 	bool timestamps;       /* SO_TIMESTAMPING rx software (+hardware when
 				* the NIC has a clock and the transport enabled
 				* it with SIOCSHWTSTAMP; see rx_ts_hw_ns) */
+	bool uring_single_recv; /* io_uring: one RECVMSG per datagram instead
+				 * of a multishot RECVMSG into a provided-buffer
+				 * ring (the fallback on kernels before 6.0;
+				 * tests keep it exercised) */
 	struct flit_dgram_impair impair;
 };
 
