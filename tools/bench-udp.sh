@@ -16,10 +16,18 @@
 # (publisher host 1 CPU 0, receiver host 2 CPU 1), unbatched and batched,
 # messages per second received.
 #
+# With --backend io_uring (or both) every flit run is made with each backend,
+# one right after the other, and the tables give io_uring's ratio to the
+# sockets backend of the same round.  --rounds N repeats everything N times,
+# interleaved, each round after the cache-line floor between CPUs 0 and 1
+# (flit-floor: the machine's state, near or far cores), and ends with the
+# medians of the per-round ratios.
+#
 # Every result is a JSON line in the results file (sockperf's too, in the
 # same shape: tool "sockperf"); the table is printed at the end.
 #
-#   tools/bench-udp.sh [--build DIR] [--backend io_uring] [--sizes "32 64"]
+#   tools/bench-udp.sh [--build DIR] [--backend sockets|io_uring|both]
+#                      [--rounds N] [--sizes "32 64"]
 #                      [--count N] [--time S] [--thru-sizes "32 256"]
 #                      [--thru-duration S] [--sockperf-unicast] [--out FILE]
 #                      [--link direct|bridge]
@@ -37,6 +45,7 @@ COUNT=50000                 # flit-pong round trips per size
 SP_TIME=3                   # sockperf seconds per size
 THRU_DURATION=2             # flit-thru seconds per run
 BACKENDS="sockets"
+ROUNDS=1
 SP_MCAST=1
 LINK=direct
 OUT=
@@ -57,11 +66,16 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --backend)
       case $2 in
-        io_uring) BACKENDS="sockets io_uring" ;;
+        io_uring|both) BACKENDS="sockets io_uring" ;;
         sockets) BACKENDS="sockets" ;;
-        *) echo "bench-udp: bad --backend '$2': sockets or io_uring" >&2; usage >&2; exit 2 ;;
+        *) echo "bench-udp: bad --backend '$2': sockets, io_uring or both" >&2; usage >&2; exit 2 ;;
       esac
       shift 2 ;;
+    --rounds)
+      case ${2:-} in
+        ''|*[!0-9]*|0) echo "bench-udp: bad --rounds '${2:-}': a count from 1" >&2; usage >&2; exit 2 ;;
+      esac
+      ROUNDS=$2; shift 2 ;;
     --sizes) SIZES=$2; shift 2 ;;
     --thru-sizes) THRU_SIZES=$2; shift 2 ;;
     --count) COUNT=$2; shift 2 ;;
@@ -85,7 +99,7 @@ T="$BUILD/tools"
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces: CAP_SYS_ADMIN and CAP_NET_ADMIN)"
 command -v sockperf >/dev/null 2>&1 || die "sockperf not found (make deps installs it)"
 command -v python3 >/dev/null 2>&1 || die "python3 not found"
-for t in flit-pong flit-thru; do
+for t in flit-pong flit-thru flit-floor; do
   [ -x "$T/$t" ] || die "$T/$t not built (make BUILD=$BUILD tools)"
 done
 [ "$(nproc)" -ge 2 ] || die "needs two CPUs (ping on 0, pong on 1)"
@@ -186,6 +200,10 @@ flit() {
   fi
 }
 
+for round in $(seq 1 "$ROUNDS"); do
+[ "$ROUNDS" -gt 1 ] && echo "  round $round of $ROUNDS"
+printf '  floor (flit-floor, one cache line between CPUs 0 and 1)\n'
+flit "floor-$round" "$T/flit-floor" -c 0,1 -n 200000
 for size in $SIZES; do
   printf '  size %5s: sockperf' "$size"
   sockperf_run "$size"
@@ -199,8 +217,8 @@ done
 for size in $THRU_SIZES; do
   printf '  sockperf throughput %s B\n' "$size"
   sockperf_tp "$size"
-  for be in $BACKENDS; do
-    for batch in "" --batch; do
+  for batch in "" --batch; do
+    for be in $BACKENDS; do
       label=unbatched; [ -n "$batch" ] && label=batched
       printf '  flit-thru %s B, %s, %s\n' "$size" "$label" "$be"
       flit "thru-$size-$be$batch" "$T/flit-thru" -t udp --netns "$H1" --peer-netns "$H2" \
@@ -208,53 +226,93 @@ for size in $THRU_SIZES; do
     done
   done
 done
+done
 echo
 
 python3 - "$OUT" <<'EOF'
-import json, sys
+import json, sys, statistics
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-sp = {r["size"]: r for r in rows if r["tool"] == "sockperf" and "p50_ns" in r}
-sptp = {r["size"]: r for r in rows if r["tool"] == "sockperf" and "msgs_per_sec" in r}
-pong = [r for r in rows if r["tool"] == "flit-pong"]
-thru = [r for r in rows if r["tool"] == "flit-thru"]
-backend = lambda r: r["mode"].split(",")[2]
+# rounds: each starts with its floor row
+r = 0
+for x in rows:
+    if x["tool"] == "flit-floor":
+        r += 1
+    x["round"] = r
+nrounds = r
+floors = {x["round"]: x for x in rows if x["tool"] == "flit-floor"}
+sp = {(x["round"], x["size"]): x for x in rows if x["tool"] == "sockperf" and "p50_ns" in x}
+sptp = {(x["round"], x["size"]): x for x in rows if x["tool"] == "sockperf" and "msgs_per_sec" in x}
+pong = [x for x in rows if x["tool"] == "flit-pong"]
+thru = [x for x in rows if x["tool"] == "flit-thru"]
+backend = lambda x: x["mode"].split(",")[2]
 def generic(mode):   # the mode without the backend (a column of its own)
     f = mode.split(",")
     return ",".join(f[:2] + ["<backend>"] + f[3:])
-print("udp ping-pong latency across the testbed, RTT/2 in ns (sockperf: %s; flit: %s)"
+def floor_of(rd):
+    f = floors.get(rd)
+    return f"{f['p50_ns']:.0f}" if f else "-"
+ratios = {}          # (what, size) -> [io_uring / sockets, per round]
+print("udp ping-pong latency across the testbed, RTT/2 in ns (sockperf: %s; flit: %s); "
+      "floor: RTT/2 p50 of one cache line between CPUs 0 and 1 (flit-floor)"
       % (next(iter(sp.values()))["mode"] if sp else "-", generic(pong[0]["mode"]) if pong else "-"))
 if pong and pong[0].get("config"):
     print("flit config: %s" % pong[0]["config"])
-hdr = (f"{'size':>6} {'backend':>8} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
-       f"{'flit p50':>9} {'p99':>9} {'p99.9':>9} | {'flit/sockperf p50':>17}")
+hdr = (f"{'round':>5} {'size':>6} {'backend':>8} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
+       f"{'flit p50':>9} {'p99':>9} {'p99.9':>9} | {'flit/sockperf p50':>17} | "
+       f"{'io_uring/sockets p50':>20} {'p99.9':>6} | {'floor':>5}")
 print(hdr); print("-" * len(hdr))
-for r in pong:
-    s = sp.get(r["size"])
+for x in pong:
+    s = sp.get((x["round"], x["size"]))
     sps = (f"{s['p50_ns']:12.0f} {s['p99_ns']:9.0f} {s['p999_ns']:9.0f}" if s else f"{'-':>12} {'-':>9} {'-':>9}")
-    ratio = f"{r['p50_ns'] / s['p50_ns']:16.2f}x" if s else f"{'-':>17}"
-    print(f"{r['size']:>6} {backend(r):>8} | {sps} | {r['p50_ns']:9.0f} {r['p99_ns']:9.0f} "
-          f"{r['p999_ns']:9.0f} | {ratio}")
+    ratio = f"{x['p50_ns'] / s['p50_ns']:16.2f}x" if s else f"{'-':>17}"
+    so = next((y for y in pong if y["round"] == x["round"] and y["size"] == x["size"]
+               and backend(y) == "sockets"), None)
+    if backend(x) == "io_uring" and so:
+        ur = f"{x['p50_ns'] / so['p50_ns']:19.2f}x {x['p999_ns'] / so['p999_ns']:5.2f}x"
+        ratios.setdefault(("p50", x["size"]), []).append(x["p50_ns"] / so["p50_ns"])
+        ratios.setdefault(("p99.9", x["size"]), []).append(x["p999_ns"] / so["p999_ns"])
+    else:
+        ur = f"{'-':>20} {'-':>6}"
+    print(f"{x['round']:>5} {x['size']:>6} {backend(x):>8} | {sps} | {x['p50_ns']:9.0f} {x['p99_ns']:9.0f} "
+          f"{x['p999_ns']:9.0f} | {ratio} | {ur} | {floor_of(x['round']):>5}")
 print()
 print("udp throughput 1:1 across the testbed, messages/s received (flit: closed loop, "
       "a window; sockperf: one datagram per message, what its server counted)")
-hdr = (f"{'size':>6} {'backend':>8} {'batching':>9} | {'msgs/s':>10} {'MB/s':>7} | "
-       f"{'NAKs':>5} {'retx':>5} {'lost':>5} {'missing':>7} | {'sender msgs/s':>13} {'window waits':>12}")
+hdr = (f"{'round':>5} {'size':>6} {'backend':>8} {'batching':>9} | {'msgs/s':>10} {'MB/s':>7} | "
+       f"{'NAKs':>5} {'retx':>5} {'lost':>5} {'missing':>7} | {'sender msgs/s':>13} {'window waits':>12} | "
+       f"{'io_uring/sockets':>16} | {'floor':>5}")
 print(hdr); print("-" * len(hdr))
 done = set()
-for r in thru:
-    if r["side"] != "receiver":
+for x in thru:
+    if x["side"] != "receiver":
         continue
-    s = sptp.get(r["size"])
-    if s and r["size"] not in done:
-        done.add(r["size"])
-        print(f"{s['size']:>6} {'sockperf':>8} {'-':>9} | {s['msgs_per_sec']:10.0f} {s['mb_per_sec']:7.1f} | "
+    key = (x["round"], x["size"])
+    s = sptp.get(key)
+    if s and key not in done:
+        done.add(key)
+        print(f"{x['round']:>5} {s['size']:>6} {'sockperf':>8} {'-':>9} | {s['msgs_per_sec']:10.0f} {s['mb_per_sec']:7.1f} | "
               f"{'-':>5} {'-':>5} {s['sent'] - s['count']:5} {'-':>7} | "
-              f"{s['sent'] / s['secs']:13.0f} {'-':>12}")
-    snd = next(x for x in thru if x["side"] == "sender" and x["mode"] == r["mode"] and x["size"] == r["size"])
-    b = "batched" if ",batched," in r["mode"] else "unbatched"
-    print(f"{r['size']:>6} {backend(r):>8} {b:>9} | {r['msgs_per_sec']:10.0f} {r['mb_per_sec']:7.1f} | "
-          f"{r['naks_sent']:5} {snd['retransmissions']:5} {r['msgs_lost']:5} {r['missing']:7} | "
-          f"{snd['msgs_per_sec']:13.0f} {snd['window_waits']:12}")
+              f"{s['sent'] / s['secs']:13.0f} {'-':>12} | {'-':>16} | {floor_of(x['round']):>5}")
+    snd = next(y for y in thru if y["side"] == "sender" and y["mode"] == x["mode"]
+               and y["size"] == x["size"] and y["round"] == x["round"])
+    b = "batched" if ",batched," in x["mode"] else "unbatched"
+    so = next((y for y in thru if y["side"] == "receiver" and y["round"] == x["round"] and
+               y["size"] == x["size"] and backend(y) == "sockets" and
+               (",batched," in y["mode"]) == (b == "batched")), None)
+    if backend(x) == "io_uring" and so:
+        ur = f"{x['msgs_per_sec'] / so['msgs_per_sec']:15.2f}x"
+        ratios.setdefault((b, x["size"]), []).append(x["msgs_per_sec"] / so["msgs_per_sec"])
+    else:
+        ur = f"{'-':>16}"
+    print(f"{x['round']:>5} {x['size']:>6} {backend(x):>8} {b:>9} | {x['msgs_per_sec']:10.0f} {x['mb_per_sec']:7.1f} | "
+          f"{x['naks_sent']:5} {snd['retransmissions']:5} {x['msgs_lost']:5} {x['missing']:7} | "
+          f"{snd['msgs_per_sec']:13.0f} {snd['window_waits']:12} | {ur} | {floor_of(x['round']):>5}")
+if ratios:
+    print()
+    print(f"io_uring / sockets, median of {nrounds} round(s) (latency: lower is better; throughput: higher):")
+    for (what, size), v in ratios.items():
+        label = {"p50": "RTT/2 p50", "p99.9": "RTT/2 p99.9"}.get(what, f"msgs/s {what}")
+        print(f"  {size:>5} B {label:<18} {statistics.median(v):5.2f}x   (rounds: {' '.join(f'{q:.2f}' for q in v)})")
 print()
 print(f"load after: {rows[-1]['load']}  (another busy process on CPU 0 or 1 shows up in p99 and p99.9)")
 EOF
