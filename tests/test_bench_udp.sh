@@ -2,7 +2,8 @@
 # tools/bench-udp.sh as a user runs it to compare the udp backends: misuse
 # exits 2 with its usage; one short round of --backend both across its own
 # testbed prints the latency and throughput tables with io_uring's ratio to
-# the sockets backend of the same round, the floor beside them, the medians
+# the sockets backend of the same round, the bare path's (flit-floor -l udp)
+# and the cache-line floor beside them, the medians
 # at the end, and writes every run as a JSON line (every flit-thru run
 # complete: nothing lost or missing).  The figures themselves are the
 # benchmark's business (README, Performance), not this test's.
@@ -31,19 +32,21 @@ BUILD=${BUILD:-build} tools/bench-udp.sh --backend both --rounds 1 --sizes 32 --
 	--thru-sizes 32 --thru-duration 1 --out "$tmp/r.json" >"$tmp/out" 2>&1 ||
 	{ sed 's/^/  | /' "$tmp/out"; fail "bench-udp.sh exited $?"; finish; }
 sed 's/^/  | /' "$tmp/out" | tail -22
-grep -Eq '^ +1 +32 +io_uring \|.*\| +[0-9.]+x +[0-9.]+x \| +[0-9]+$' "$tmp/out" ||
-	fail "no io_uring latency row with its ratios to sockets and the floor"
+grep -Eq '^ +1 +32 +io_uring \|.*\| +[0-9.]+x +[0-9.]+x \| +[0-9]+ +[0-9]+ +[0-9.]+x \| +[0-9]+$' "$tmp/out" ||
+	fail "no io_uring latency row with its ratios to sockets, the bare path's and the floor"
 for b in unbatched batched; do
 	grep -Eq "^ +1 +32 +io_uring +$b \|.*\| +[0-9.]+x \| +[0-9]+\$" "$tmp/out" ||
 		fail "no io_uring $b throughput row with its ratio to sockets"
 	grep -Eq "32 B msgs/s $b +[0-9.]+x" "$tmp/out" || fail "no median of the $b throughput ratio"
 done
 grep -Eq '32 B RTT/2 p50 +[0-9.]+x' "$tmp/out" || fail "no median of the latency ratio"
+grep -Eq '32 B bare RTT/2 p50 +[0-9.]+x' "$tmp/out" || fail "no median of the bare path's latency ratio"
 python3 - "$tmp/r.json" <<'PY' || fail "the JSON lines"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 tools = [r["tool"] for r in rows]
-assert tools.count("flit-floor") == 1, tools
+floors = [r["mode"].split(",")[0:2] for r in rows if r["tool"] == "flit-floor"]
+assert sorted(floors) == [["single-line", "spin"], ["udp", "io_uring"], ["udp", "sockets"]], floors
 pong = [r for r in rows if r["tool"] == "flit-pong"]
 assert sorted(r["mode"].split(",")[2] for r in pong) == ["io_uring", "sockets"], pong
 recv = [r for r in rows if r["tool"] == "flit-thru" and r["side"] == "receiver"]

@@ -68,6 +68,12 @@ expect 2 flit-pong --mode sideways
 expect 2 flit-pong --role both
 expect 2 flit-floor --lines 3
 expect 2 flit-floor --size 16
+# the udp floor's options belong to --lines udp
+expect 2 flit-floor --backend io_uring
+expect 2 flit-floor --lines udp --backend bogus
+expect 2 flit-floor --lines udp --size 0
+expect 2 flit-floor --lines udp --size 1473
+expect 2 flit-floor --lines 1 --peer 127.0.0.1
 expect 2 flit-floor --lines ring --size 4097
 
 # network namespaces, -C
@@ -197,6 +203,17 @@ else
         echo "ok: flit-floor --lines ring -s $s" || { fail "flit-floor ring JSON"; cat "$tmp/ring.json"; }
     else
       fail "flit-floor --lines ring -s $s exited $?"; sed 's/^/    | /' "$tmp/ring.err"
+    fi
+  done
+  # udp mode on loopback: a forked peer answers every datagram, both backends
+  for b in sockets io_uring; do
+    if timeout 60 "$D/flit-floor" --lines udp -b $b -s 100 -n 3000 -w 100 --port $((20000 + $$ % 20000)) \
+        --json >"$tmp/udp.json" 2>"$tmp/udp.err"; then
+      check_json "$tmp/udp.json" tool size count min_ns p50_ns clock mode &&
+        grep -q '"size":100,' "$tmp/udp.json" && grep -q "\"mode\":\"udp,$b," "$tmp/udp.json" &&
+        echo "ok: flit-floor --lines udp -b $b" || { fail "flit-floor udp JSON"; cat "$tmp/udp.json"; }
+    else
+      fail "flit-floor --lines udp -b $b exited $?"; sed 's/^/    | /' "$tmp/udp.err"
     fi
   done
 fi

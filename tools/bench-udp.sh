@@ -10,7 +10,10 @@
 #   sockperf server in host 2 (CPU 1) and sockperf ping-pong from host 1
 #   (CPU 0), both spinning (--nonblocked: recvfrom() returns EAGAIN and is
 #   called again, no sleeping), RTT/2 percentiles as sockperf prints them;
-#   then flit-pong -t udp, ping in host 1 on CPU 0, pong in host 2 on CPU 1.
+#   then flit-pong -t udp, ping in host 1 on CPU 0, pong in host 2 on CPU 1,
+#   and right after it the same path's floor for that backend: a bare UDP
+#   ping-pong with the calls flit makes, without flit (flit-floor -l udp:
+#   recvfrom/sendto, or io_uring's multishot recvmsg and send).
 # Then, per size, sockperf throughput (one datagram per message: the kernel's
 # rate, the server's count of what it received) and flit-thru -t udp 1:1
 # (publisher host 1 CPU 0, receiver host 2 CPU 1), unbatched and batched,
@@ -208,9 +211,11 @@ for size in $SIZES; do
   printf '  size %5s: sockperf' "$size"
   sockperf_run "$size"
   for be in $BACKENDS; do
-    printf ', flit-pong (%s)' "$be"
+    printf ', flit-pong (%s), bare (%s)' "$be" "$be"
     flit "pong-$size-$be" "$T/flit-pong" -t udp --netns "$H1" --peer-netns "$H2" \
       -s "$size" -n "$COUNT" -c 0,1 -C "context.udp.backend = $be" "${FLIT_CFG[@]}"
+    flit "bare-$size-$be" "$T/flit-floor" -l udp -b "$be" --netns "$H1" --peer-netns "$H2" \
+      --peer "$A2" -s "$size" -n "$COUNT" -c 0,1
   done
   echo
 done
@@ -234,12 +239,15 @@ import json, sys, statistics
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 # rounds: each starts with its floor row
 r = 0
+is_floor = lambda x: x["tool"] == "flit-floor" and not x["mode"].startswith("udp,")
 for x in rows:
-    if x["tool"] == "flit-floor":
+    if is_floor(x):
         r += 1
     x["round"] = r
 nrounds = r
-floors = {x["round"]: x for x in rows if x["tool"] == "flit-floor"}
+floors = {x["round"]: x for x in rows if is_floor(x)}
+bare = {(x["round"], x["size"], x["mode"].split(",")[1]): x for x in rows
+        if x["tool"] == "flit-floor" and x["mode"].startswith("udp,")}
 sp = {(x["round"], x["size"]): x for x in rows if x["tool"] == "sockperf" and "p50_ns" in x}
 sptp = {(x["round"], x["size"]): x for x in rows if x["tool"] == "sockperf" and "msgs_per_sec" in x}
 pong = [x for x in rows if x["tool"] == "flit-pong"]
@@ -253,13 +261,14 @@ def floor_of(rd):
     return f"{f['p50_ns']:.0f}" if f else "-"
 ratios = {}          # (what, size) -> [io_uring / sockets, per round]
 print("udp ping-pong latency across the testbed, RTT/2 in ns (sockperf: %s; flit: %s); "
+      "bare: the same path without flit, the backend's calls alone (flit-floor -l udp); "
       "floor: RTT/2 p50 of one cache line between CPUs 0 and 1 (flit-floor)"
       % (next(iter(sp.values()))["mode"] if sp else "-", generic(pong[0]["mode"]) if pong else "-"))
 if pong and pong[0].get("config"):
     print("flit config: %s" % pong[0]["config"])
 hdr = (f"{'round':>5} {'size':>6} {'backend':>8} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
        f"{'flit p50':>9} {'p99':>9} {'p99.9':>9} | {'flit/sockperf p50':>17} | "
-       f"{'io_uring/sockets p50':>20} {'p99.9':>6} | {'floor':>5}")
+       f"{'io_uring/sockets p50':>20} {'p99.9':>6} | {'bare p50':>8} {'p99.9':>7} {'io_uring/sockets':>16} | {'floor':>5}")
 print(hdr); print("-" * len(hdr))
 for x in pong:
     s = sp.get((x["round"], x["size"]))
@@ -273,8 +282,17 @@ for x in pong:
         ratios.setdefault(("p99.9", x["size"]), []).append(x["p999_ns"] / so["p999_ns"])
     else:
         ur = f"{'-':>20} {'-':>6}"
+    b = bare.get((x["round"], x["size"], backend(x)))
+    bs = bare.get((x["round"], x["size"], "sockets"))
+    if b and bs and backend(x) == "io_uring":
+        bar = f"{b['p50_ns']:8.0f} {b['p999_ns']:7.0f} {b['p50_ns'] / bs['p50_ns']:15.2f}x"
+        ratios.setdefault(("bare p50", x["size"]), []).append(b["p50_ns"] / bs["p50_ns"])
+    elif b:
+        bar = f"{b['p50_ns']:8.0f} {b['p999_ns']:7.0f} {'-':>16}"
+    else:
+        bar = f"{'-':>8} {'-':>7} {'-':>16}"
     print(f"{x['round']:>5} {x['size']:>6} {backend(x):>8} | {sps} | {x['p50_ns']:9.0f} {x['p99_ns']:9.0f} "
-          f"{x['p999_ns']:9.0f} | {ratio} | {ur} | {floor_of(x['round']):>5}")
+          f"{x['p999_ns']:9.0f} | {ratio} | {ur} | {bar} | {floor_of(x['round']):>5}")
 print()
 print("udp throughput 1:1 across the testbed, messages/s received (flit: closed loop, "
       "a window; sockperf: one datagram per message, what its server counted)")
@@ -311,7 +329,8 @@ if ratios:
     print()
     print(f"io_uring / sockets, median of {nrounds} round(s) (latency: lower is better; throughput: higher):")
     for (what, size), v in ratios.items():
-        label = {"p50": "RTT/2 p50", "p99.9": "RTT/2 p99.9"}.get(what, f"msgs/s {what}")
+        label = {"p50": "RTT/2 p50", "p99.9": "RTT/2 p99.9",
+                 "bare p50": "bare RTT/2 p50"}.get(what, f"msgs/s {what}")
         print(f"  {size:>5} B {label:<18} {statistics.median(v):5.2f}x   (rounds: {' '.join(f'{q:.2f}' for q in v)})")
 print()
 print(f"load after: {rows[-1]['load']}  (another busy process on CPU 0 or 1 shows up in p99 and p99.9)")

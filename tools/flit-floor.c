@@ -15,7 +15,9 @@
  * Mode "ring": each direction is an shm transport ring (transports/shm's
  * record protocol, one writer and one reader, receiver-paced) carrying a
  * frame of SIZE payload bytes, without the library around it: what the
- * ring's protocol itself costs above the line floors.
+ * ring's protocol itself costs above the line floors.  Mode "udp": the floor
+ * of a udp path, a bare UDP ping-pong with a forked peer through sockets or
+ * io_uring (udp_floor.c), for flit-pong -t udp to be read against.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,15 +35,25 @@
 static const char usage[] =
 "Usage: flit-floor [options]\n"
 "Core-to-core cache-line ping-pong between two pinned threads: the latency\n"
-"floor of shared-memory messaging.  Reports RTT/2 in ns.\n"
+"floor of shared-memory messaging; or (--lines udp) a bare UDP ping-pong with\n"
+"a forked peer: the floor of a udp path.  Reports RTT/2 in ns.\n"
 "\n"
 "  -n, --count N      measured round trips (default 1000000; suffixes k M)\n"
 "  -w, --warmup N     unmeasured round trips first (default 100000)\n"
 "  -c, --cpus A,B     CPUs of the two threads (default: the first two allowed)\n"
-"  -l, --lines 1|2|ring  one shared line (default), one line per direction,\n"
-"                     or an shm ring per direction (the transport's record\n"
-"                     protocol without the library)\n"
-"  -s, --size N       ring: payload bytes per message (default 16; 0 to 4096)\n"
+"  -l, --lines 1|2|ring|udp  one shared line (default), one line per\n"
+"                     direction, an shm ring per direction (the transport's\n"
+"                     record protocol without the library), or udp: this\n"
+"                     process pings a forked peer over UDP, both spinning\n"
+"  -s, --size N       ring: payload bytes per message (default 16; 0 to\n"
+"                     4096); udp: datagram bytes (default 32; 1 to 1472)\n"
+"  -b, --backend B    udp: sockets (recvfrom/sendto, default) or io_uring\n"
+"                     (multishot recvmsg into provided buffers, send; no\n"
+"                     system call while nothing is pending)\n"
+"      --peer ADDR    udp: the peer's IPv4 address (default 127.0.0.1)\n"
+"      --port P       udp: the peer's port (default 14700; this side P+1)\n"
+"      --netns NAME   udp: run in network namespace NAME (needs root)\n"
+"      --peer-netns NAME  udp: the forked peer in namespace NAME\n"
 "  -T, --timeout S    give up if one round trip takes longer (default 5)\n"
 "  -j, --json         one JSON object on stdout (header to stderr)\n"
 "  -H, --hist         print a log2 histogram of the samples\n"
@@ -56,7 +68,7 @@ struct line {
 
 /* Shared by the two threads.  The lines come first, each on its own cache
  * line; the read-only setup and the control flags after them, apart. */
-enum floor_mode { ONE_LINE, TWO_LINES, RING };
+enum floor_mode { ONE_LINE, TWO_LINES, RING, UDP };
 
 #define RING_CAP (1u << 20)
 
@@ -253,6 +265,62 @@ static int run_a(struct floor_run *r, uint64_t warmup, uint64_t *samples)
 	return 0;
 }
 
+/* --lines udp: the run, its header and its result. */
+static int udp_main(struct udp_floor *uf, uint32_t size, const int cpus[2], double timeout_s,
+		    uint64_t warmup, uint64_t count, bool json, bool hist,
+		    const struct tool_clock *clk, FILE *hdr)
+{
+	char cpustr[64], mode[96], clkdesc[128];
+	struct tool_stats st;
+	struct tool_result res;
+	uint64_t *samples = malloc(count * sizeof(*samples));
+
+	if (!samples)
+		tool_fail("out of memory for %llu samples", (unsigned long long)count);
+	memset(samples, 0, count * sizeof(*samples));
+	uf->size = size;
+	uf->cpus[0] = cpus[0];
+	uf->cpus[1] = cpus[1];
+	uf->timeout_s = timeout_s;
+	tool_cpus_str(cpus, 2, cpustr, sizeof(cpustr));
+	tool_header(hdr, "bare udp ping-pong (no library), %s, %u-byte datagrams to %s:%u%s%s, "
+		    "ping on CPU %d, pong on CPU %d, both spinning; RTT/2 in ns; clock %s",
+		    uf->uring ? "io_uring (defer_taskrun, single_issuer, multishot recvmsg, send)"
+			      : "sockets (recvfrom, sendto)",
+		    size, uf->peer, (unsigned)uf->port, uf->peer_netns ? ", peer in netns " : "",
+		    uf->peer_netns ? uf->peer_netns : "", cpus[0], cpus[1],
+		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
+	int rc = udp_floor_run(uf, warmup, count, samples);
+	if (rc == -ETIMEDOUT)
+		tool_fail("no answer from %s:%u within %g s (is the peer's address right, "
+			  "and the path up?)", uf->peer, (unsigned)uf->port, timeout_s);
+	if (rc == -ECHILD)
+		tool_fail("the peer failed (a socket or io_uring could not be set up there, "
+			  "or it waited %g s for a datagram)", timeout_s + 2);
+	if (rc)
+		tool_fail("ping: %s", strerror(-rc));
+	snprintf(mode, sizeof(mode), "udp,%s,spin,pinned=%s", uf->uring ? "io_uring" : "sockets",
+		 cpustr);
+	tool_stats_compute(samples, count, clk->tsc.ns_per_tick / 2, &st);
+	tool_result_init(&res, "flit-floor");
+	res.label = "udp";
+	res.size = size;
+	res.count = (int64_t)count;
+	res.lat = &st;
+	res.clock = clk->name;
+	res.mode = mode;
+	if (json) {
+		tool_json_print(stdout, &res);
+	} else {
+		tool_lat_header(stdout);
+		tool_lat_row(stdout, &res);
+	}
+	if (hist)
+		tool_hist_print(hdr, samples, count, clk->tsc.ns_per_tick / 2);
+	free(samples);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -264,6 +332,11 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "json",    no_argument,       NULL, 'j' },
 		{ "hist",    no_argument,       NULL, 'H' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "peer",    required_argument, NULL, 'P' },
+		{ "port",    required_argument, NULL, 'p' },
+		{ "netns",   required_argument, NULL, 'N' },
+		{ "peer-netns", required_argument, NULL, 'M' },
 		{ "help",    no_argument,       NULL, 'h' },
 		{ 0 }
 	};
@@ -271,6 +344,8 @@ int main(int argc, char **argv)
 	double timeout_s = 5;
 	bool json = false, hist = false, two_lines = false, cpus_set = false, size_set = false;
 	enum floor_mode fmode = ONE_LINE;
+	struct udp_floor uf = { .peer = "127.0.0.1", .port = 14700, .size = 32 };
+	bool udp_opt = false;
 	uint32_t size = 16;
 	int cpus[2], opt, rc, b_state;
 	char cpustr[64], mode[96], clkdesc[128];
@@ -283,7 +358,7 @@ int main(int argc, char **argv)
 	FILE *hdr;
 
 	tool_init("flit-floor", usage);
-	while ((opt = getopt_long(argc, argv, ":n:w:c:l:s:T:jHh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":n:w:c:l:s:T:b:jHh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'n': count = tool_parse_count("count", optarg, 1, 1000000000); break;
 		case 'w': warmup = tool_parse_count("warmup", optarg, 0, 1000000000); break;
@@ -303,14 +378,26 @@ int main(int argc, char **argv)
 				fmode = TWO_LINES;
 			else if (!strcmp(optarg, "ring"))
 				fmode = RING;
+			else if (!strcmp(optarg, "udp"))
+				fmode = UDP;
 			else
-				tool_usage_exit("bad lines '%s': 1, 2 or ring", optarg);
+				tool_usage_exit("bad lines '%s': 1, 2, ring or udp", optarg);
 			two_lines = fmode == TWO_LINES;
 			break;
 		case 's':
 			size = (uint32_t)tool_parse_count("size", optarg, 0, 4096);
 			size_set = true;
 			break;
+		case 'b':
+			if (strcmp(optarg, "sockets") && strcmp(optarg, "io_uring"))
+				tool_usage_exit("bad backend '%s': sockets or io_uring", optarg);
+			uf.uring = !strcmp(optarg, "io_uring");
+			udp_opt = true;
+			break;
+		case 'P': uf.peer = optarg; udp_opt = true; break;
+		case 'p': uf.port = (uint16_t)tool_parse_count("port", optarg, 1, 65534); udp_opt = true; break;
+		case 'N': uf.netns = tool_parse_netns("--netns", optarg); udp_opt = true; break;
+		case 'M': uf.peer_netns = tool_parse_netns("--peer-netns", optarg); udp_opt = true; break;
 		case 'T': timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 3600); break;
 		case 'j': json = true; break;
 		case 'H': hist = true; break;
@@ -320,14 +407,21 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
-	if (size_set && fmode != RING)
-		tool_usage_exit("--size applies to --lines ring (a line is 64 bytes)");
+	if (size_set && fmode != RING && fmode != UDP)
+		tool_usage_exit("--size applies to --lines ring or udp (a line is 64 bytes)");
+	if (udp_opt && fmode != UDP)
+		tool_usage_exit("--backend, --peer, --port, --netns and --peer-netns apply to --lines udp");
+	if (fmode == UDP && size_set && (size < 1 || size > 1472))
+		tool_usage_exit("bad size %u: a udp datagram of 1 to 1472 bytes", size);
 	if (!cpus_set && tool_default_cpus(cpus, 2) < 2)
 		tool_fail("needs two CPUs; this process may use only one");
 
 	hdr = json ? stderr : stdout;
 	tool_clock_init(&clk);
 
+	if (fmode == UDP)
+		return udp_main(&uf, size_set ? size : 32, cpus, timeout_s, warmup, count, json, hist,
+				&clk, hdr);
 	r = aligned_alloc(64, sizeof(*r));
 	samples = malloc(count * sizeof(*samples));
 	if (!r || !samples)

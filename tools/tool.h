@@ -369,6 +369,25 @@ static inline uint64_t tool_ticks(const struct tool_clock *clk, double ns)
 	return (uint64_t)(ns / clk->tsc.ns_per_tick);
 }
 
+/* ---- the floor of a udp path (udp_floor.c, flit-floor --lines udp) ------- */
+
+struct udp_floor {
+	bool uring;             /* io_uring, else recvfrom/sendto */
+	const char *peer;       /* the pong's IPv4 address */
+	uint16_t port;          /* the pong's port; the ping binds port + 1 */
+	uint32_t size;          /* datagram bytes */
+	int cpus[2];            /* ping (this process), pong (forked) */
+	const char *netns, *peer_netns;   /* NULL: stay */
+	double timeout_s;       /* start-up, and one round trip */
+};
+
+/* Fork the pong, enter f->netns, ping count measured round trips after
+ * warmup (at least 1: the first one waits for the peer) into samples (TSC
+ * ticks per round trip).  0, or -errno (-ETIMEDOUT: no answer; -ECHILD: the
+ * peer failed).  Usage errors exit 2, set-up failures exit 1. */
+int udp_floor_run(const struct udp_floor *f, uint64_t warmup, uint64_t count,
+		  uint64_t *samples);
+
 /* ---- statistics ---------------------------------------------------------- */
 
 struct tool_stats {
