@@ -265,6 +265,22 @@ static int run_a(struct floor_run *r, uint64_t warmup, uint64_t *samples)
 	return 0;
 }
 
+/* The result: a table row or a JSON line, and the histogram if asked;
+ * frees samples. */
+static void print_result(const struct tool_result *res, bool json, bool hist, FILE *hdr,
+			 uint64_t *samples, uint64_t count, const struct tool_clock *clk)
+{
+	if (json) {
+		tool_json_print(stdout, res);
+	} else {
+		tool_lat_header(stdout);
+		tool_lat_row(stdout, res);
+	}
+	if (hist)
+		tool_hist_print(hdr, samples, count, clk->tsc.ns_per_tick / 2);
+	free(samples);
+}
+
 /* --lines udp: the run, its header and its result. */
 static int udp_main(struct udp_floor *uf, uint32_t size, const int cpus[2], double timeout_s,
 		    uint64_t warmup, uint64_t count, bool json, bool hist,
@@ -309,15 +325,7 @@ static int udp_main(struct udp_floor *uf, uint32_t size, const int cpus[2], doub
 	res.lat = &st;
 	res.clock = clk->name;
 	res.mode = mode;
-	if (json) {
-		tool_json_print(stdout, &res);
-	} else {
-		tool_lat_header(stdout);
-		tool_lat_row(stdout, &res);
-	}
-	if (hist)
-		tool_hist_print(hdr, samples, count, clk->tsc.ns_per_tick / 2);
-	free(samples);
+	print_result(&res, json, hist, hdr, samples, count, clk);
 	return 0;
 }
 
@@ -499,15 +507,7 @@ int main(int argc, char **argv)
 	res.lat = &st;
 	res.clock = clk.name;
 	res.mode = mode;
-	if (json) {
-		tool_json_print(stdout, &res);
-	} else {
-		tool_lat_header(stdout);
-		tool_lat_row(stdout, &res);
-	}
-	if (hist)
-		tool_hist_print(hdr, samples, count, clk.tsc.ns_per_tick / 2);
-	free(samples);
+	print_result(&res, json, hist, hdr, samples, count, &clk);
 	free(r->ring[0]);
 	free(r->ring[1]);
 	free(r);

@@ -149,6 +149,15 @@ static inline void sqe_fd(const struct uring *u, struct io_uring_sqe *sqe)
 	}
 }
 
+/* The oldest receive completion not yet handed out (u->done_n > 0). */
+static inline struct rx_done done_pop(struct uring *u)
+{
+	struct rx_done c = u->done[u->done_head];
+	u->done_head = (u->done_head + 1) % u->done_cap;
+	u->done_n--;
+	return c;
+}
+
 /* ---- receive: one multishot RECVMSG --------------------------------------------- */
 
 static inline uint8_t *mbuf(const struct uring *u, unsigned bid)
@@ -227,9 +236,7 @@ static int mshot_take(struct flit_udp_io *io, struct flit_dgram *d, unsigned n, 
 	int out = 0;
 
 	while ((unsigned)out < n && u->done_n) {
-		struct rx_done c = u->done[u->done_head];
-		u->done_head = (u->done_head + 1) % u->done_cap;
-		u->done_n--;
+		struct rx_done c = done_pop(u);
 		u->ret[u->nret++] = c.slot;   /* back to the kernel next call */
 		struct io_uring_recvmsg_out *o =
 			c.slot < u->nbufs ? io_uring_recvmsg_validate(mbuf(u, c.slot), c.res, &u->mmh)
@@ -308,9 +315,7 @@ static int single_take(struct flit_udp_io *io, struct flit_dgram *d, unsigned n,
 	int out = 0;
 
 	while ((unsigned)out < n && u->done_n) {
-		struct rx_done c = u->done[u->done_head];
-		u->done_head = (u->done_head + 1) % u->done_cap;
-		u->done_n--;
+		struct rx_done c = done_pop(u);
 		u->repost[u->nrepost++] = c.slot;
 		if (FLIT_LIKELY(c.res >= 0 && (unsigned)c.res <= io->dgram_max &&
 				!(io->rmsg[c.slot].msg_hdr.msg_flags & MSG_TRUNC))) {
