@@ -216,9 +216,12 @@ static unsigned mshot_cqe(struct flit_udp_io *io, const struct io_uring_cqe *cqe
 		u->mshot = false;
 		for (unsigned i = 0; i < io->batch; i++)
 			u->repost[u->nrepost++] = (uint16_t)i;
-		size_t l = strlen(io->desc);
-		snprintf(io->desc + l, sizeof(io->desc) - l,
-			 "; one RECVMSG per datagram (the kernel refused a multishot RECVMSG: 6.0+)");
+		/* the description said multishot: say what it is now */
+		char *m = strstr(io->desc, ", multishot recvmsg");
+		if (m)
+			snprintf(m, sizeof(io->desc) - (size_t)(m - io->desc),
+				 ", one recvmsg per datagram (the kernel refused a multishot "
+				 "recvmsg: 6.0+))");
 		return 0;
 	}
 	if (uio_icmp_class(-res) || res == -EMSGSIZE)
