@@ -217,11 +217,14 @@ static unsigned mshot_cqe(struct flit_udp_io *io, const struct io_uring_cqe *cqe
 		for (unsigned i = 0; i < io->batch; i++)
 			u->repost[u->nrepost++] = (uint16_t)i;
 		/* the description said multishot: say what it is now */
-		char *m = strstr(io->desc, ", multishot recvmsg");
-		if (m)
+		char *m = strstr(io->desc, ", multishot recvmsg"), *end = m ? strchr(m, ')') : NULL;
+		if (end) {
+			char tail[sizeof(io->desc)];
+			snprintf(tail, sizeof(tail), "%s", end);   /* ")" and any suffix */
 			snprintf(m, sizeof(io->desc) - (size_t)(m - io->desc),
 				 ", one recvmsg per datagram (the kernel refused a multishot "
-				 "recvmsg: 6.0+))");
+				 "recvmsg: 6.0+)%s", tail);
+		}
 		return 0;
 	}
 	if (uio_icmp_class(-res) || res == -EMSGSIZE)
