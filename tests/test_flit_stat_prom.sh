@@ -18,6 +18,9 @@
 #   - --max-topics 2: the two oldest rows keep their series, the rest sum
 #     into topic="_other" (per transport for publishers); the subscribers of
 #     one topic are one series; 100,000 topics give a bounded output;
+#   - the text table's --rows: the busiest rows of each kind, the rest summed
+#     in one line ("... N more"), --rows 0 all; 100,000 topics in 20 rows a
+#     context; --rows with --json or --prometheus is a usage error;
 #   - --serve 127.0.0.1:0: GET /metrics (Content-Type, the same exposition),
 #     HEAD, /, 404, 405, 400, 431, a silent client does not hold up a scrape,
 #     a second server on the port exits 1 saying it is in use, SIGTERM ends
@@ -307,6 +310,22 @@ for s in "flit_msgs_sent_total{$L1,role=\"pub\",transport=\"shm\",topic=\"q\\\"b
 	grep -qxF "$s" "$tmp/f2" && ok "series: $s" || fail "no series: $s"
 done
 
+# the text table, busiest rows first (--rows): FIX1's publishers t4 (50),
+# t3 (40), the other five summed (10+20+30+5+6); its subscribers s2 (300),
+# s1 (200), the other three summed (100+8+7)
+expect 2 "$FIX1" --rows x
+expect 2 "$FIX1" --rows 2 --json
+expect 2 --prometheus --rows 2
+expect 0 "$FIX1" --rows 2 && cp "$tmp/out" "$tmp/rows2"
+got=$(grep -E '^  (pub|sub)s? ' "$tmp/rows2" | sed -E 's/^  (pubs?|subs?) +(shm|pat)? *([^ ]+( [0-9]+ more)?) +(msgs_sent|msgs_received)=([0-9]+).*/\1 \3 \6/' | tr '\n' ';')
+want='pub t4 50;pub t3 40;pubs ... 5 more 71;sub s2 300;sub s1 200;subs ... 3 more 115;'
+[ "$got" = "$want" ] && grep -q -- '--rows 0 for all' "$tmp/rows2" &&
+	ok "--rows 2: the two busiest of each kind, the rest summed in one line" ||
+	fail "--rows 2: '$got', expected '$want': $(cat "$tmp/rows2")"
+expect 0 "$FIX1" --rows 0
+[ "$(grep -c '^  pub ' "$tmp/out") $(grep -c '^  sub ' "$tmp/out")" = "7 5" ] && ! grep -q 'more' "$tmp/out" &&
+	ok "--rows 0: every row" || fail "--rows 0: $(cat "$tmp/out")"
+
 # 100,000 topics in one process (two contexts): at most 1000 series per family
 fixture fix2 2 50000 big; FIX2=$FIXPID
 start=$(date +%s%N)
@@ -328,6 +347,17 @@ fi
 grep -q "topic=\"big.0.000499\"" "$tmp/big" && grep -q "topic=\"big.1.000499\"" "$tmp/big" &&
 	! grep -q "topic=\"big.0.000500\"" "$tmp/big" && ok "the oldest rows keep their series" ||
 	fail "kept rows: $(grep -o 'topic="big[^"]*"' "$tmp/big" | sort -u | tail -2)"
+# the text table of 100,000 topics: 20 rows a context and a line for the rest
+start=$(date +%s%N)
+expect 0 "$FIX2" && cp "$tmp/out" "$tmp/bigtext"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+more=$(sed -n 's/^  pubs  *\.\.\. \([0-9]*\) more .*msgs_sent=\([0-9]*\).*/\1 \2/p' "$tmp/bigtext" | tr '\n' ' ')
+if [ "$(grep -c '^  pub ' "$tmp/bigtext")" = 40 ] && [ "$more" = "49980 49980 49980 49980 " ] &&
+   [ "$(wc -l <"$tmp/bigtext")" -lt 60 ]; then
+	ok "flit-stat of 100,000 topics: 20 rows a context and the rest summed, $(wc -l <"$tmp/bigtext") lines in $ms ms"
+else
+	fail "flit-stat of 100,000 topics: $(grep -c '^  pub ' "$tmp/bigtext") rows, more '$more': $(head -30 "$tmp/bigtext")"
+fi
 expect 0 --prometheus --max-topics 0 "$FIX2"
 [ "$(grep -c 'topic="big' "$tmp/out")" = 0 ] && ok "--max-topics 0: every topic in _other" ||
 	fail "--max-topics 0 shows topics"

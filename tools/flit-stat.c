@@ -46,6 +46,10 @@ static const char usage[] =
 "  -a, --all            the counters of every live process\n"
 "  -t, --topic GLOB     only publishers and subscribers whose topic (or\n"
 "                       pattern) matches GLOB (fnmatch(3))\n"
+"  -r, --rows N         at most N publisher and N subscriber rows per\n"
+"                       context, the busiest (most messages, or the highest\n"
+"                       rate with --watch); the others summed in one line\n"
+"                       per kind (default 20; 0: every row; not --json)\n"
 "  -j, --json           one JSON object per context (and per interface) and\n"
 "                       sample, on one line\n"
 "  -w, --watch[=S]      every S seconds (default 1; also '--watch S' for S up\n"
@@ -90,10 +94,14 @@ struct options {
 	const char *serve;
 	struct prom_addr addr;
 	long max_topics;      /* -1: not given */
+	long rows;            /* text: publisher and subscriber rows shown per
+			       * kind and context (0: all; -1: not given) */
 	int verbose;
 };
 
 static struct options o;
+/* --rows when not given */
+#define ROWS_DEFAULT 20
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -176,6 +184,7 @@ static void parse(int argc, char **argv)
 		{ "prometheus", no_argument,    NULL, 'P' },
 		{ "serve",   required_argument, NULL, OPT_SERVE },
 		{ "max-topics", required_argument, NULL, OPT_MAX_TOPICS },
+		{ "rows",    required_argument, NULL, 'r' },
 		{ "verbose", no_argument,       NULL, 'v' },
 		{ "help",    no_argument,       NULL, 'h' },
 		{ 0 }
@@ -183,11 +192,12 @@ static void parse(int argc, char **argv)
 	int opt;
 
 	o.max_topics = -1;
+	o.rows = -1;
 	o.dir = getenv("FLIT_CONTEXT_STATS_DIR");
 	if (!o.dir || !*o.dir)
 		o.dir = DEFAULT_DIR;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":at:jw::x:N:d:Pvh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":at:r:jw::x:N:d:Pvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a': o.all = true; break;
 		case 't':
@@ -196,6 +206,7 @@ static void parse(int argc, char **argv)
 			o.topic = optarg;
 			break;
 		case 'j': o.json = true; break;
+		case 'r': o.rows = (long)tool_parse_count("--rows", optarg, 0, 10000000); break;
 		case 'w':
 			if (!optarg && optind < argc && looks_like_interval(argv[optind]))
 				optarg = argv[optind++];
@@ -244,6 +255,10 @@ static void parse(int argc, char **argv)
 		tool_usage_exit("--max-topics goes with --prometheus or --serve");
 	if (o.max_topics < 0)
 		o.max_topics = PROM_MAX_TOPICS_DEFAULT;
+	if (o.rows >= 0 && (o.json || o.prom || o.gc || (!o.pid && !o.all)))
+		tool_usage_exit("--rows goes with the text table of a PID or --all");
+	if (o.rows < 0)
+		o.rows = ROWS_DEFAULT;
 	if (o.prom && !o.pid)
 		o.all = true;
 }
@@ -357,19 +372,26 @@ static size_t order(const struct flit_stats_row *r, unsigned *out)
 	return k;
 }
 
-/* The same row in the previous sample of the same file. */
+static bool same_object(const struct flit_stats_row *p, const struct flit_stats_row *r)
+{
+	return p->kind == r->kind && p->created_ns == r->created_ns &&
+	       !strcmp(p->transport, r->transport) &&
+	       (r->kind == FLIT_STATS_ROW_TRANSPORT || !strcmp(p->name, r->name));
+}
+
+/* The same row in the previous sample of the same file: first where row i
+ * of this sample was (rows keep their place while their object lives, so
+ * thousands of rows cost one look each), else anywhere. */
 static const struct flit_stats_row *prev_row(const struct flit_stats_snap *prev,
-					     const struct flit_stats_row *r)
+					     const struct flit_stats_row *r, unsigned i)
 {
 	if (!prev)
 		return NULL;
-	for (unsigned i = 0; i < prev->nrows; i++) {
-		const struct flit_stats_row *p = &prev->rows[i];
-		if (p->kind == r->kind && p->created_ns == r->created_ns &&
-		    !strcmp(p->transport, r->transport) &&
-		    (r->kind == FLIT_STATS_ROW_TRANSPORT || !strcmp(p->name, r->name)))
-			return p;
-	}
+	if (i < prev->nrows && same_object(&prev->rows[i], r))
+		return &prev->rows[i];
+	for (unsigned k = 0; k < prev->nrows; k++)
+		if (same_object(&prev->rows[k], r))
+			return &prev->rows[k];
 	return NULL;
 }
 
@@ -408,10 +430,50 @@ static double age_s(uint64_t then_ns)
 	return now > (double)then_ns ? (now - (double)then_ns) / 1e9 : 0;
 }
 
+/* One row of the text table: its label and counters (rates from p). */
+static void print_row(const struct flit_stats_row *r, const struct flit_stats_row *p,
+		      const char *label)
+{
+	unsigned idx[FLIT_STATS_COUNTERS_USED + 8];
+
+	printf("%s", label);
+	size_t n = order(r, idx);
+	for (size_t k = 0; k < n; k++) {
+		char v[32], rv[32];
+		double rt = rate(r, p, idx[k]);
+
+		fmt_count(v, sizeof(v), (double)r->c[idx[k]]);
+		printf(" %s=%s", flit_stats_counter_name(idx[k]), v);
+		if (rt > 0 || (rt == 0 && p && (idx[k] == FLIT_STATS_MSGS_SENT ||
+						 idx[k] == FLIT_STATS_MSGS_RECEIVED))) {
+			fmt_count(rv, sizeof(rv), rt);
+			printf(" (%s/s)", rv);
+		}
+	}
+	if (r->kind == FLIT_STATS_ROW_TRANSPORT && r->name[0])
+		printf("  [%s]", r->name);
+	printf("\n");
+}
+
+/* Publisher and subscriber rows, busiest first (--rows). */
+struct ranked {
+	unsigned i;     /* index in the sample */
+	double key;     /* messages, or their rate */
+};
+
+static int ranked_cmp(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? 1 : -1;
+	return x->i < y->i ? -1 : x->i > y->i;   /* then in file order */
+}
+
 static void print_text(const struct flit_stats_snap *s, const struct flit_stats_snap *prev)
 {
 	const struct flit_stats_hdr *h = &s->hdr;
-	unsigned idx[FLIT_STATS_COUNTERS_USED + 8];
+	struct ranked *rk = NULL;
+	bool cut = false;
 
 	printf("pid %u (%s) context %u: domain %s, transports %s, up %.1f s, refreshed %.2f s ago\n",
 	       h->pid, h->comm, h->ctx_index, h->domain, h->transports,
@@ -424,14 +486,27 @@ static void print_text(const struct flit_stats_snap *s, const struct flit_stats_
 	if (s->torn)
 		printf("  warning: %u rows were being written on every read (writer died mid-write?)\n",
 		       s->torn);
+	if (o.rows && s->nrows > (unsigned)o.rows && !(rk = calloc(s->nrows, sizeof(*rk))))
+		tool_fail("out of memory for %u rows", s->nrows);
 	for (uint32_t kind = FLIT_STATS_ROW_CONTEXT; kind <= FLIT_STATS_ROW_SUBSCRIBER; kind++) {
+		bool pubsub = kind == FLIT_STATS_ROW_PUBLISHER || kind == FLIT_STATS_ROW_SUBSCRIBER;
+		unsigned key = kind == FLIT_STATS_ROW_PUBLISHER ? FLIT_STATS_MSGS_SENT
+								: FLIT_STATS_MSGS_RECEIVED;
+		unsigned nk = 0;
+
 		for (unsigned i = 0; i < s->nrows; i++) {
 			const struct flit_stats_row *r = &s->rows[i], *p;
 			char label[320];
 
 			if (r->kind != kind || !row_wanted(r))
 				continue;
-			p = prev_row(prev, r);
+			p = prev_row(prev, r, i);
+			if (pubsub && rk) {
+				/* ranked below: the busiest o.rows of them */
+				double rt = rate(r, p, key);
+				rk[nk++] = (struct ranked){ i, rt >= 0 ? rt : (double)r->c[key] };
+				continue;
+			}
 			switch (kind) {
 			case FLIT_STATS_ROW_CONTEXT:
 				snprintf(label, sizeof(label), "  %-10s %-4s %-20s", "total", "", "");
@@ -447,25 +522,52 @@ static void print_text(const struct flit_stats_snap *s, const struct flit_stats_
 					 (r->flags & FLIT_STATS_RF_PATTERN) ? "pat" : "", r->name);
 				break;
 			}
-			printf("%s", label);
-			size_t n = order(r, idx);
-			for (size_t k = 0; k < n; k++) {
-				char v[32], rv[32];
-				double rt = rate(r, p, idx[k]);
+			print_row(r, p, label);
+		}
+		if (!pubsub || !rk || !nk)
+			continue;
+		qsort(rk, nk, sizeof(*rk), ranked_cmp);
+		unsigned shown_n = nk < (unsigned)o.rows ? nk : (unsigned)o.rows;
+		struct flit_stats_row rest = { .kind = kind }, prest = { .kind = kind };
+		bool have_prev = prev != NULL;
+		for (unsigned k = 0; k < nk; k++) {
+			const struct flit_stats_row *r = &s->rows[rk[k].i];
+			const struct flit_stats_row *p = prev_row(prev, r, rk[k].i);
+			char label[320];
 
-				fmt_count(v, sizeof(v), (double)r->c[idx[k]]);
-				printf(" %s=%s", flit_stats_counter_name(idx[k]), v);
-				if (rt > 0 || (rt == 0 && p && (idx[k] == FLIT_STATS_MSGS_SENT ||
-								 idx[k] == FLIT_STATS_MSGS_RECEIVED))) {
-					fmt_count(rv, sizeof(rv), rt);
-					printf(" (%s/s)", rv);
-				}
+			if (k < shown_n) {
+				snprintf(label, sizeof(label), "  %-10s %-4s %-20s",
+					 kind == FLIT_STATS_ROW_PUBLISHER ? "pub" : "sub",
+					 kind == FLIT_STATS_ROW_PUBLISHER ? r->transport
+					 : (r->flags & FLIT_STATS_RF_PATTERN) ? "pat" : "", r->name);
+				print_row(r, p, label);
+				continue;
 			}
-			if (kind == FLIT_STATS_ROW_TRANSPORT && r->name[0])
-				printf("  [%s]", r->name);
-			printf("\n");
+			/* the rest, summed; their rate over the span of the
+			 * newest rows (each row's own times would not add up) */
+			for (unsigned c = 0; c < FLIT_STATS_COUNTERS_USED; c++) {
+				rest.c[c] += r->c[c];
+				prest.c[c] += p ? p->c[c] : r->c[c];
+			}
+			if (r->updated_ns > rest.updated_ns)
+				rest.updated_ns = r->updated_ns;
+			if (p && p->updated_ns > prest.updated_ns)
+				prest.updated_ns = p->updated_ns;
+			have_prev &= p != NULL;
+		}
+		if (nk > shown_n) {
+			char label[320], more[64];
+			cut = true;
+			snprintf(more, sizeof(more), "... %u more", nk - shown_n);
+			snprintf(label, sizeof(label), "  %-10s %-4s %-20s",
+				 kind == FLIT_STATS_ROW_PUBLISHER ? "pubs" : "subs", "", more);
+			print_row(&rest, have_prev ? &prest : NULL, label);
 		}
 	}
+	if (cut)
+		printf("  (the busiest %ld publisher and subscriber rows each; --topic GLOB to "
+		       "choose, --rows 0 for all)\n", o.rows);
+	free(rk);
 }
 
 static void json_counters(const struct flit_stats_row *r, const struct flit_stats_row *p)
@@ -513,7 +615,7 @@ static void print_json(const struct flit_stats_snap *s, const struct flit_stats_
 	for (unsigned i = 0; i < s->nrows; i++)
 		if (s->rows[i].kind == FLIT_STATS_ROW_CONTEXT) {
 			printf(",\"total\":{");
-			json_counters(&s->rows[i], prev_row(prev, &s->rows[i]));
+			json_counters(&s->rows[i], prev_row(prev, &s->rows[i], i));
 			printf("}");
 		}
 	for (uint32_t kind = FLIT_STATS_ROW_TRANSPORT; kind <= FLIT_STATS_ROW_SUBSCRIBER; kind++) {
@@ -544,7 +646,7 @@ static void print_json(const struct flit_stats_snap *s, const struct flit_stats_
 				}
 			}
 			printf(",\"age_s\":%.3f,", age_s(r->updated_ns));
-			json_counters(r, prev_row(prev, r));
+			json_counters(r, prev_row(prev, r, i));
 			printf("}");
 		}
 		printf("]");
