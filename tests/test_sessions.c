@@ -308,8 +308,10 @@ static void topics_of_one_session_arrive_each_in_order(void **state)
 		assert_int_equal(r[0].bos[k], 1);
 	}
 	assert_int_equal(r[0].order_errors + r[0].bad + r[0].lost_events, 0);
+	assert_int_equal(r[0].c.msgs_filtered, 0);   /* it wants every topic */
 	/* the exact subscriber: its topic alone, every message, nothing of
-	 * the other seven although they share its frames */
+	 * the other seven although they share its frames: their messages are
+	 * dropped and counted (msgs_filtered) */
 	assert_true(r[1].ok);
 	assert_int_equal(r[1].got[3], 5000);
 	assert_int_equal(r[1].bos[3], 1);
@@ -317,6 +319,7 @@ static void topics_of_one_session_arrive_each_in_order(void **state)
 		if (k != 3)
 			assert_int_equal(r[1].got[k] + r[1].bos[k], 0);
 	assert_int_equal(r[1].order_errors + r[1].bad + r[1].c.malformed, 0);
+	assert_int_equal(r[1].c.msgs_filtered, 7 * 5000);
 }
 
 static void topic_added_to_a_running_session_reaches_the_pattern_subscriber(void **state)

@@ -33,7 +33,7 @@ static const char *const role_name[] = { "context", "transport", "pub", "sub" };
 		    BIT(FLIT_STATS_NAKS_RECEIVED) | BIT(FLIT_STATS_RETRANSMISSIONS) | \
 		    BIT(FLIT_STATS_RATE_LIMITED))
 static const uint32_t role_slots[] = {
-	[ROLE_CONTEXT] = BIT(FLIT_STATS_SOURCES) - 1,
+	[ROLE_CONTEXT] = (BIT(FLIT_STATS_SOURCES) - 1) | BIT(FLIT_STATS_MSGS_FILTERED),
 	[ROLE_TRANSPORT] = SEND_SLOTS,
 	[ROLE_PUB] = SEND_SLOTS,
 	[ROLE_SUB] = BIT(FLIT_STATS_MSGS_RECEIVED) | BIT(FLIT_STATS_BYTES_RECEIVED) |
@@ -65,6 +65,7 @@ static const char *const slot_help[FLIT_STATS_COUNTERS_USED] = {
 	[FLIT_STATS_UNKNOWN_SESSION] = "Frames of sessions not (yet) resolved.",
 	[FLIT_STATS_RATE_LIMITED] = "Sends refused by the data rate limit.",
 	[FLIT_STATS_SOURCES] = "Sources delivering to the subscriber now.",
+	[FLIT_STATS_MSGS_FILTERED] = "Messages of joined shared sessions' topics no subscriber here wants, dropped.",
 };
 
 /* One series of a context: a row, several rows with the same labels, or

@@ -881,11 +881,13 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		 * session's other topics, not for us */
 		if (FLIT_UNLIKELY(w.topic >= rs->ntopics)) {
 			rs->unnamed++;
+			ctx->rx.msgs_filtered++;
 			continue;
 		}
 		struct flit_rx_topic *t = &rs->topics[w.topic];
 		if (FLIT_UNLIKELY(!t->nsubs)) {
 			rs->unnamed += !t->name;
+			ctx->rx.msgs_filtered++;
 			continue;
 		}
 		if (FLIT_UNLIKELY(late)) {

@@ -25,6 +25,9 @@ _Static_assert(offsetof(struct flit_counters, rate_limited) -
 	       offsetof(struct flit_counters, msgs_sent) == (NCTR_CORE - 1) * sizeof(uint64_t),
 	       "flit_counters is 21 consecutive uint64_t after sz");
 _Static_assert(FLIT_STATS_RATE_LIMITED == NCTR_CORE - 1, "counter slots follow flit_counters");
+_Static_assert(offsetof(struct flit_counters, msgs_filtered) ==
+	       offsetof(struct flit_counters, rate_limited) + sizeof(uint64_t) &&
+	       FLIT_STATS_MSGS_FILTERED == NCTR_CORE + 1, "msgs_filtered: the field after, slot 22");
 _Static_assert(FLIT_STATS_COUNTERS_USED <= FLIT_STATS_NCOUNTERS, "counter slots");
 
 /* Most transports a context has (ctx.c's table is shorter). */
@@ -42,7 +45,7 @@ static const char *const counter_names[FLIT_STATS_COUNTERS_USED] = {
 	"duplicates", "msgs_lost", "loss_events", "readers_evicted",
 	"sources_joined", "sources_left", "naks_sent", "naks_received",
 	"retransmissions", "retx_received", "foreign_dropped",
-	"unknown_session", "rate_limited", "sources",
+	"unknown_session", "rate_limited", "sources", "msgs_filtered",
 };
 
 const char *flit_stats_counter_name(unsigned i)
@@ -91,6 +94,7 @@ struct flit_stats {
 	 * the receive side as the poll thread last saw it, and per transport
 	 * the send counters publishers have reported (closed ones included). */
 	uint64_t rx[NCTR_CORE];
+	uint64_t rx_filtered;       /* flit_counters.msgs_filtered (slot 22) */
 	uint64_t tx[TP_MAX][NCTR_CORE];
 	_Atomic int tp_row[TP_MAX]; /* -1: none yet; -2: the table was full */
 };
@@ -591,13 +595,14 @@ static void ctr_array(const struct flit_counters *c, uint64_t *v)
 /* The context row from the totals; the caller holds its lock. */
 static void ctx_row_fill(struct flit_stats *st, uint64_t now)
 {
-	uint64_t v[NCTR_CORE];
+	uint64_t v[FLIT_STATS_COUNTERS_USED] = { 0 };
 
-	memcpy(v, st->rx, sizeof(v));
+	memcpy(v, st->rx, NCTR_CORE * sizeof(uint64_t));
 	for (unsigned t = 0; t < TP_MAX; t++)
 		for (unsigned i = 0; i < NCTR_CORE; i++)
 			v[i] += st->tx[t][i];
-	row_fill(row_at(st, 0), v, NCTR_CORE, now);
+	v[FLIT_STATS_MSGS_FILTERED] = st->rx_filtered;
+	row_fill(row_at(st, 0), v, FLIT_STATS_COUNTERS_USED, now);
 }
 
 /* Move what publisher p counted since its last report (cur - p->rep) into
@@ -684,6 +689,7 @@ void flit_stats_ctx_write(struct flit_stats *st, const struct flit_counters *rx,
 	if (!row_lock(cr, &s))
 		return;
 	ctr_array(rx, st->rx);
+	st->rx_filtered = rx->msgs_filtered;
 	ctx_row_fill(st, now);
 	row_unlock(cr, s);
 	__atomic_fetch_add(&hdr(st)->refreshes, 1, __ATOMIC_RELAXED);

@@ -45,7 +45,8 @@
 #define FLIT_STATS_NCOUNTERS  26
 
 /* Counter slots of a row.  0..20 are struct flit_counters' fields, in its
- * order; which of them a row kind fills is in docs/STATS.md. */
+ * order, 22 its field after them; which of them a row kind fills is in
+ * docs/STATS.md. */
 enum flit_stats_counter {
 	FLIT_STATS_MSGS_SENT = 0,
 	FLIT_STATS_BYTES_SENT,
@@ -69,6 +70,7 @@ enum flit_stats_counter {
 	FLIT_STATS_UNKNOWN_SESSION,
 	FLIT_STATS_RATE_LIMITED,
 	FLIT_STATS_SOURCES,       /* gauge: subscriber rows, sources delivering now */
+	FLIT_STATS_MSGS_FILTERED, /* context row: flit_counters.msgs_filtered */
 	FLIT_STATS_COUNTERS_USED, /* slots up to here have a name; the rest are 0 */
 };
 

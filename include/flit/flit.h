@@ -131,6 +131,10 @@ struct flit_counters {
 	uint64_t foreign_dropped; /* datagrams that are not flit frames */
 	uint64_t unknown_session; /* frames of sessions not (yet) resolved */
 	uint64_t rate_limited;    /* sends refused by the data rate limit */
+	/* messages of a joined shared session's topics that no subscriber of
+	 * this context wants (or not yet named), dropped after reliability
+	 * (udp, xdp; the XDP program's own filter counts in its maps) */
+	uint64_t msgs_filtered;
 };
 
 /* Copy the context's counters into *out (out->sz must be set). */
