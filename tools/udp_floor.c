@@ -29,19 +29,7 @@
 #include <unistd.h>
 
 #include "tool.h"
-
-#ifndef IORING_SETUP_SINGLE_ISSUER
-#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
-#endif
-#ifndef IORING_SETUP_DEFER_TASKRUN
-#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
-#endif
-#ifndef IORING_SETUP_TASKRUN_FLAG
-#define IORING_SETUP_TASKRUN_FLAG (1U << 9)
-#endif
-#ifndef IORING_SQ_TASKRUN
-#define IORING_SQ_TASKRUN (1U << 2)
-#endif
+#include "udp/uring_compat.h"
 
 #define NBUF    64u
 #define BUFLEN  2048u

@@ -32,11 +32,6 @@ struct scm_ts3 {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void *zalloc(size_t n)
-{
-	return calloc(1, n ? n : 1);
-}
-
 static unsigned min_u(unsigned a, unsigned b)
 {
 	return a < b ? a : b;
@@ -330,7 +325,7 @@ int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg, struct flit_udp_
 		}
 	}
 
-	io = zalloc(sizeof(*io));
+	io = uio_zalloc(sizeof(*io));
 	if (!io) {
 		r = flit_err(ENOMEM, "udp io: io object");
 		goto fail;
@@ -345,12 +340,12 @@ int flit_udp_io_open(int fd, const struct flit_udp_io_cfg *cfg, struct flit_udp_
 	io->ctl_len = cfg->timestamps ? UIO_RX_CTL_LEN : 0;
 
 	io->rxbuf = aligned_alloc(64, (size_t)io->batch * io->stride);
-	io->rmsg = zalloc(io->batch * sizeof(*io->rmsg));
-	io->riov = zalloc(io->batch * sizeof(*io->riov));
-	io->raddr = zalloc(io->batch * sizeof(*io->raddr));
+	io->rmsg = uio_zalloc(io->batch * sizeof(*io->rmsg));
+	io->riov = uio_zalloc(io->batch * sizeof(*io->riov));
+	io->raddr = uio_zalloc(io->batch * sizeof(*io->raddr));
 	io->rctl = cfg->timestamps ? aligned_alloc(16, (size_t)io->batch * UIO_RX_CTL_LEN) : NULL;
-	io->smsg = zalloc(io->batch * sizeof(*io->smsg));
-	io->siov = zalloc(io->batch * sizeof(*io->siov));
+	io->smsg = uio_zalloc(io->batch * sizeof(*io->smsg));
+	io->siov = uio_zalloc(io->batch * sizeof(*io->siov));
 	if (!io->rxbuf || !io->rmsg || !io->riov || !io->raddr || !io->smsg || !io->siov ||
 	    (cfg->timestamps && !io->rctl)) {
 		r = flit_err(ENOMEM, "udp io: buffers for %u datagrams of %u bytes",

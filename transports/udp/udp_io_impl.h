@@ -7,6 +7,7 @@
 #ifndef FLIT_UDP_IO_IMPL_H
 #define FLIT_UDP_IO_IMPL_H
 
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include "error.h"
@@ -48,6 +49,12 @@ struct flit_udp_io {
 };
 
 /* ---- udp_io.c: shared helpers ---------------------------------------------- */
+
+/* calloc of n bytes (at least 1): zeroed, NULL when out of memory */
+static inline void *uio_zalloc(size_t n)
+{
+	return calloc(1, n ? n : 1);
+}
 
 const char *uio_addr_str(const struct sockaddr_in *a, char *buf, size_t len);
 /* Errors an ICMP message for an earlier datagram can leave on the socket

@@ -47,26 +47,7 @@
 #include <unistd.h>
 
 #include "udp/udp_io_impl.h"
-
-/* liburing 2.3 / uapi 6.1 have these; older headers may not. */
-#ifndef IORING_SETUP_R_DISABLED
-#define IORING_SETUP_R_DISABLED (1U << 6)
-#endif
-#ifndef IORING_SETUP_TASKRUN_FLAG
-#define IORING_SETUP_TASKRUN_FLAG (1U << 9)
-#endif
-#ifndef IORING_SETUP_SINGLE_ISSUER
-#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
-#endif
-#ifndef IORING_SETUP_DEFER_TASKRUN
-#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
-#endif
-#ifndef IORING_SQ_CQ_OVERFLOW
-#define IORING_SQ_CQ_OVERFLOW (1U << 1)
-#endif
-#ifndef IORING_SQ_TASKRUN
-#define IORING_SQ_TASKRUN (1U << 2)
-#endif
+#include "udp/uring_compat.h"
 
 /* user_data: receive slot i is i (one RECVMSG per datagram), send slot j
  * is UD_SEND | j, the multishot RECVMSG is UD_MSHOT. */
@@ -98,7 +79,6 @@ struct rx_done {                /* a receive completion not yet handed out */
 
 struct uring {
 	struct io_uring ring;
-	unsigned flags;         /* setup flags the kernel accepted */
 	bool enabled;           /* R_DISABLED ring enabled (first use) */
 	bool maybe_more;        /* last enter produced completions: look again */
 	bool ring_ok;           /* io_uring_queue_init succeeded */
@@ -115,7 +95,8 @@ struct uring {
 	bool use_sendmsg;       /* SENDMSG, not SEND with an address (< 6.0) */
 	bool send_proven;       /* a SEND with an address has succeeded */
 
-	struct rx_done *done;   /* FIFO of receive completions */
+	struct rx_done *done;   /* FIFO of receive completions: room for every
+				 * provided buffer (done_cap == nbufs) or receive slot */
 	unsigned done_cap, done_head, done_n;
 	int rx_err;             /* a receive error to report, 0 none */
 
@@ -136,17 +117,21 @@ struct uring {
 	unsigned nrepost;
 };
 
-static void *zalloc(size_t n)
-{
-	return calloc(1, n ? n : 1);
-}
-
 static inline void sqe_fd(const struct uring *u, struct io_uring_sqe *sqe)
 {
 	if (u->fixed) {
 		sqe->fd = 0;
 		sqe->flags |= IOSQE_FIXED_FILE;
 	}
+}
+
+/* A receive completion to hand out, after those before it. */
+static inline void done_push(struct uring *u, uint16_t slot, int32_t res)
+{
+	unsigned tail = (u->done_head + u->done_n) % u->done_cap;
+	u->done[tail].slot = slot;
+	u->done[tail].res = res;
+	u->done_n++;
 }
 
 /* The oldest receive completion not yet handed out (u->done_n > 0). */
@@ -156,6 +141,36 @@ static inline struct rx_done done_pop(struct uring *u)
 	u->done_head = (u->done_head + 1) % u->done_cap;
 	u->done_n--;
 	return c;
+}
+
+/* The ')' that closes the description's "io_uring (...)" part (what
+ * follows it, such as the impairment, is another part). */
+static char *desc_end(struct flit_udp_io *io)
+{
+	int depth = 0;
+	for (char *c = strchr(io->desc, '('); c && *c; c++) {
+		depth += (*c == '(') - (*c == ')');
+		if (depth == 0)
+			return c;
+	}
+	return io->desc + strlen(io->desc);
+}
+
+/* Put `text` in the description's io_uring part from `from` (inside it) to
+ * its closing ')', keeping that and what follows: a fallback says what the
+ * backend does now. */
+static void desc_splice(struct flit_udp_io *io, char *from, const char *text)
+{
+	char tail[sizeof(io->desc)];
+	snprintf(tail, sizeof(tail), "%s", desc_end(io));
+	snprintf(from, sizeof(io->desc) - (size_t)(from - io->desc), "%s%s", text, tail);
+}
+
+/* One RECVMSG per datagram: every receive slot to be posted. */
+static void single_queue_all(struct flit_udp_io *io)
+{
+	for (unsigned i = 0; i < io->batch; i++)
+		io->u->repost[io->u->nrepost++] = (uint16_t)i;
 }
 
 /* ---- receive: one multishot RECVMSG --------------------------------------------- */
@@ -201,10 +216,7 @@ static unsigned mshot_cqe(struct flit_udp_io *io, const struct io_uring_cqe *cqe
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		u->armed = false;  /* ended: the next recv re-arms it */
 	if (FLIT_LIKELY(cqe->flags & IORING_CQE_F_BUFFER)) {
-		unsigned tail = (u->done_head + u->done_n) % u->done_cap;
-		u->done[tail].slot = (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-		u->done[tail].res = res;
-		u->done_n++;
+		done_push(u, (uint16_t)(cqe->flags >> IORING_CQE_BUFFER_SHIFT), res);
 		u->mshot_worked = true;
 		return 1;
 	}
@@ -214,17 +226,12 @@ static unsigned mshot_cqe(struct flit_udp_io *io, const struct io_uring_cqe *cqe
 		/* a kernel with provided-buffer rings but no multishot
 		 * RECVMSG (5.19): one RECVMSG per datagram from now on */
 		u->mshot = false;
-		for (unsigned i = 0; i < io->batch; i++)
-			u->repost[u->nrepost++] = (uint16_t)i;
+		single_queue_all(io);
 		/* the description said multishot: say what it is now */
-		char *m = strstr(io->desc, ", multishot recvmsg"), *end = m ? strchr(m, ')') : NULL;
-		if (end) {
-			char tail[sizeof(io->desc)];
-			snprintf(tail, sizeof(tail), "%s", end);   /* ")" and any suffix */
-			snprintf(m, sizeof(io->desc) - (size_t)(m - io->desc),
-				 ", one recvmsg per datagram (the kernel refused a multishot "
-				 "recvmsg: 6.0+)%s", tail);
-		}
+		char *m = strstr(io->desc, ", multishot recvmsg");
+		if (m)
+			desc_splice(io, m, ", one recvmsg per datagram (the kernel refused a "
+				    "multishot recvmsg: 6.0+)");
 		return 0;
 	}
 	if (uio_icmp_class(-res) || res == -EMSGSIZE)
@@ -385,11 +392,8 @@ static unsigned reap(struct flit_udp_io *io)
 			if (FLIT_UNLIKELY(res == -EINVAL && !u->send_proven && !u->use_sendmsg)) {
 				/* a kernel before 6.0: no address in a SEND */
 				u->use_sendmsg = true;
-				size_t l = strlen(io->desc);
-				if (l && io->desc[l - 1] == ')')
-					snprintf(io->desc + l - 1, sizeof(io->desc) - l + 1,
-						 ", sendmsg: the kernel refused a send with an "
-						 "address (6.0+))");
+				desc_splice(io, desc_end(io), ", sendmsg: the kernel refused a "
+					    "send with an address (6.0+)");
 				if (post_send(io, s)) {
 					u->tx_requeued++;
 					continue;
@@ -411,10 +415,7 @@ static unsigned reap(struct flit_udp_io *io)
 			}
 			u->tx_free[u->ntx_free++] = (uint16_t)s;
 		} else {
-			unsigned tail = (u->done_head + u->done_n) % u->done_cap;
-			u->done[tail].slot = (uint16_t)ud;
-			u->done[tail].res = cqe->res;
-			u->done_n++;
+			done_push(u, (uint16_t)ud, cqe->res);
 			rx++;
 		}
 	}
@@ -678,7 +679,7 @@ static int mshot_setup(struct flit_udp_io *io)
 	u->buf_len = (unsigned)(sizeof(struct io_uring_recvmsg_out) + u->mmh.msg_namelen +
 				u->mmh.msg_controllen + io->dgram_max);
 	u->buf_len = (u->buf_len + 63u) & ~63u;
-	u->nbufs = pow2_at_least(io->batch > NBUFS_MIN ? io->batch : NBUFS_MIN);
+	u->nbufs = u->done_cap;   /* the FIFO holds a completion per buffer */
 	u->br_bytes = ((size_t)u->nbufs * sizeof(struct io_uring_buf) + (size_t)page - 1) &
 		      ~((size_t)page - 1);
 	u->br = mmap(NULL, u->br_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -687,7 +688,7 @@ static int mshot_setup(struct flit_udp_io *io)
 		return errno;
 	}
 	u->bufs = aligned_alloc(64, (size_t)u->nbufs * u->buf_len);
-	u->ret = zalloc(u->nbufs * sizeof(*u->ret));
+	u->ret = uio_zalloc(u->nbufs * sizeof(*u->ret));
 	if (!u->bufs || !u->ret)
 		return ENOMEM;
 	struct io_uring_buf_reg reg = { .ring_addr = (unsigned long)(uintptr_t)u->br,
@@ -705,7 +706,7 @@ static int mshot_setup(struct flit_udp_io *io)
 
 int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 {
-	struct uring *u = zalloc(sizeof(*u));
+	struct uring *u = uio_zalloc(sizeof(*u));
 	if (!u)
 		return flit_err(ENOMEM, "udp io: io_uring state");
 	io->u = u;
@@ -713,11 +714,11 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 	u->nslots = io->batch;
 	u->tx_stride = (io->dgram_max + 63u) & ~63u;
 	u->txbuf = aligned_alloc(64, (size_t)u->nslots * u->tx_stride);
-	u->tx = zalloc(u->nslots * sizeof(*u->tx));
-	u->tx_free = zalloc(u->nslots * sizeof(*u->tx_free));
+	u->tx = uio_zalloc(u->nslots * sizeof(*u->tx));
+	u->tx_free = uio_zalloc(u->nslots * sizeof(*u->tx_free));
 	u->done_cap = io->batch > NBUFS_MIN ? pow2_at_least(io->batch) : NBUFS_MIN;
-	u->done = zalloc(u->done_cap * sizeof(*u->done));
-	u->repost = zalloc(io->batch * sizeof(*u->repost));
+	u->done = uio_zalloc(u->done_cap * sizeof(*u->done));
+	u->repost = uio_zalloc(io->batch * sizeof(*u->repost));
 	if (!u->txbuf || !u->tx || !u->tx_free || !u->done || !u->repost)
 		return flit_err(ENOMEM, "udp io: io_uring buffers (%u slots of %u bytes)",
 				u->nslots, u->tx_stride);
@@ -754,7 +755,6 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 		return flit_err_wrap(EOPNOTSUPP, "udp io: io_uring backend not usable here");
 	}
 	u->ring_ok = true;
-	u->flags = p.flags;
 	u->single = p.flags & IORING_SETUP_SINGLE_ISSUER;
 	u->enabled = !(p.flags & IORING_SETUP_R_DISABLED);
 
@@ -787,8 +787,7 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 		if (u->mshot) {
 			mshot_arm(io);
 		} else {
-			for (unsigned i = 0; i < io->batch; i++)
-				u->repost[u->nrepost++] = (uint16_t)i;
+			single_queue_all(io);
 			flush_reposts(io);
 			if (u->nrepost)
 				return flit_err(EOVERFLOW, "udp io: io_uring SQ too small (%u)", entries);
