@@ -430,6 +430,26 @@ static double age_s(uint64_t then_ns)
 	return now > (double)then_ns ? (now - (double)then_ns) / 1e9 : 0;
 }
 
+/* The label column of a row of the text table. */
+static void row_label(const struct flit_stats_row *r, char *buf, size_t len)
+{
+	switch (r->kind) {
+	case FLIT_STATS_ROW_CONTEXT:
+		snprintf(buf, len, "  %-10s %-4s %-20s", "total", "", "");
+		break;
+	case FLIT_STATS_ROW_TRANSPORT:
+		snprintf(buf, len, "  %-10s %-4s %-20s", "transport", r->transport, "");
+		break;
+	case FLIT_STATS_ROW_PUBLISHER:
+		snprintf(buf, len, "  %-10s %-4s %-20s", "pub", r->transport, r->name);
+		break;
+	default:
+		snprintf(buf, len, "  %-10s %-4s %-20s", "sub",
+			 (r->flags & FLIT_STATS_RF_PATTERN) ? "pat" : "", r->name);
+		break;
+	}
+}
+
 /* One row of the text table: its label and counters (rates from p). */
 static void print_row(const struct flit_stats_row *r, const struct flit_stats_row *p,
 		      const char *label)
@@ -459,6 +479,7 @@ static void print_row(const struct flit_stats_row *r, const struct flit_stats_ro
 struct ranked {
 	unsigned i;     /* index in the sample */
 	double key;     /* messages, or their rate */
+	const struct flit_stats_row *p;   /* the row in the previous sample */
 };
 
 static int ranked_cmp(const void *a, const void *b)
@@ -504,24 +525,10 @@ static void print_text(const struct flit_stats_snap *s, const struct flit_stats_
 			if (pubsub && rk) {
 				/* ranked below: the busiest o.rows of them */
 				double rt = rate(r, p, key);
-				rk[nk++] = (struct ranked){ i, rt >= 0 ? rt : (double)r->c[key] };
+				rk[nk++] = (struct ranked){ i, rt >= 0 ? rt : (double)r->c[key], p };
 				continue;
 			}
-			switch (kind) {
-			case FLIT_STATS_ROW_CONTEXT:
-				snprintf(label, sizeof(label), "  %-10s %-4s %-20s", "total", "", "");
-				break;
-			case FLIT_STATS_ROW_TRANSPORT:
-				snprintf(label, sizeof(label), "  %-10s %-4s %-20s", "transport", r->transport, "");
-				break;
-			case FLIT_STATS_ROW_PUBLISHER:
-				snprintf(label, sizeof(label), "  %-10s %-4s %-20s", "pub", r->transport, r->name);
-				break;
-			default:
-				snprintf(label, sizeof(label), "  %-10s %-4s %-20s", "sub",
-					 (r->flags & FLIT_STATS_RF_PATTERN) ? "pat" : "", r->name);
-				break;
-			}
+			row_label(r, label, sizeof(label));
 			print_row(r, p, label);
 		}
 		if (!pubsub || !rk || !nk)
@@ -532,14 +539,11 @@ static void print_text(const struct flit_stats_snap *s, const struct flit_stats_
 		bool have_prev = prev != NULL;
 		for (unsigned k = 0; k < nk; k++) {
 			const struct flit_stats_row *r = &s->rows[rk[k].i];
-			const struct flit_stats_row *p = prev_row(prev, r, rk[k].i);
+			const struct flit_stats_row *p = rk[k].p;
 			char label[320];
 
 			if (k < shown_n) {
-				snprintf(label, sizeof(label), "  %-10s %-4s %-20s",
-					 kind == FLIT_STATS_ROW_PUBLISHER ? "pub" : "sub",
-					 kind == FLIT_STATS_ROW_PUBLISHER ? r->transport
-					 : (r->flags & FLIT_STATS_RF_PATTERN) ? "pat" : "", r->name);
+				row_label(r, label, sizeof(label));
 				print_row(r, p, label);
 				continue;
 			}
