@@ -101,7 +101,7 @@ static const char *const transport_names[] = { "shm", "udp", "xdp", "rdma", NULL
 static const char *const xdp_mode_names[] = { "auto", "native", "skb", NULL };
 static const char *const xdp_attach_names[] = { "auto", "pinned", "self", NULL };
 static const char *const xdp_zc_names[] = { "auto", "off", "on", NULL };
-static const char *const rdma_mode_names[] = { "send", "write", NULL };
+static const char *const rdma_mode_names[] = { "send", "write", "multicast", NULL };
 static const char *const xdp_rx_ts_names[] = { "off", "hardware", NULL };
 static const char *const xdp_txq_names[] = { "shared", "own", NULL };
 
@@ -391,6 +391,9 @@ static const struct cfg_key keys[] = {
 	{ .name = "context.rdma.port", .scope = SCOPE_CONTEXT, .type = T_U32,
 	  .def = "14500", FIELD(flit_cfg_context, rdma_port),
 	  .min = 0, .max = 65535 },
+	{ .name = "context.rdma.multicast_depth", .scope = SCOPE_CONTEXT, .type = T_U32,
+	  .def = "1024", FIELD(flit_cfg_context, rdma_mc_depth),
+	  .min = 16, .max = 16384 },
 
 	{ .name = "source.transport", .scope = SCOPE_SOURCE, .type = T_STRING,
 	  .def = "shm", FIELD(flit_cfg_source, transport),

@@ -49,6 +49,7 @@ enum flit_udp_service {
 enum flit_rdma_mode {
 	FLIT_RDMA_SEND = 0,  /* SEND into the receiver's posted buffers */
 	FLIT_RDMA_WRITE = 1, /* RDMA WRITE with immediate into its buffer ring */
+	FLIT_RDMA_MULTICAST = 2, /* UD multicast to a group: the session layer of udp/xdp */
 };
 
 #define FLIT_ENDPOINT_MAX 32 /* "255.255.255.255:65535" or "a.b.c.d/nn" */
@@ -99,6 +100,7 @@ struct flit_cfg_context {
 	/* rdma: where this context's sources accept connections (rdma_cm) */
 	char rdma_address[FLIT_ENDPOINT_MAX]; /* context.rdma.address = (empty: every RDMA device) */
 	uint32_t rdma_port;            /* context.rdma.port = 14500 (0: any free port) */
+	uint32_t rdma_mc_depth;        /* context.rdma.multicast_depth = 1024: UD receive buffers (16..16384) */
 };
 
 enum flit_xdp_attach_policy {
@@ -132,7 +134,7 @@ struct flit_cfg_source {
 	uint32_t udp_retain_ms;        /* source.udp.retain_ms = 5000 */
 	uint32_t udp_hb_min_ms;        /* source.udp.hb_min_ms = 5 */
 	uint32_t udp_hb_max_ms;        /* source.udp.hb_max_ms = 1000 */
-	int rdma_mode;                 /* source.rdma.mode = send (send|write): SEND/RECV or RDMA WRITE with immediate */
+	int rdma_mode;                 /* source.rdma.mode = send (send|write|multicast): SEND/RECV, RDMA WRITE with immediate, or UD multicast */
 	uint32_t rdma_frame_max;       /* source.rdma.frame_max = 8K: largest frame (a receiver's buffers must hold it) */
 	uint32_t rdma_slots;           /* source.rdma.slots = 64: frames in flight per source (power of 2, 8..4096) */
 	uint32_t rdma_inline;          /* source.rdma.inline = 256: send frames up to this size inline (0: never) */

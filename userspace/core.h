@@ -90,6 +90,10 @@ extern const struct flit_transport_ops flit_udp_ops;
 extern const struct flit_transport_ops flit_xdp_ops;
 #ifdef FLIT_HAVE_RDMA
 extern const struct flit_transport_ops flit_rdma_ops; /* transports/rdma */
+/* rdma multicast: the session layer of transports/dgram over a UD queue
+ * pair (transports/rdma/ud_path.h); named "rdma" too, so that a context
+ * listing rdma hears both kinds of source */
+extern const struct flit_transport_ops flit_rdma_mc_ops;
 #endif
 
 /* ---- receive sessions: what the core knows of one remote source -------- */

@@ -72,7 +72,7 @@ static inline size_t name_wire_len(size_t len)
 
 static inline bool mode_ok(unsigned mode)
 {
-	return mode >= FLIT_MODE_MCAST && mode <= FLIT_MODE_RDMA;
+	return mode >= FLIT_MODE_MCAST && mode <= FLIT_MODE_RDMA_MCAST;
 }
 
 /* [first, first + n) is a non-empty range whose end does not wrap. */

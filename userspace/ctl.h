@@ -42,6 +42,9 @@ enum flit_ctl_mode {
 	FLIT_MODE_MCAST = 1,   /* data to a multicast group */
 	FLIT_MODE_UNICAST = 2, /* data to each joined receiver */
 	FLIT_MODE_RDMA = 3,    /* an rdma source: connect to data_addr:data_port */
+	FLIT_MODE_RDMA_MCAST = 4, /* data to an RDMA multicast group (UD, the
+				   * GID ::ffff:data_addr); control frames and
+				   * retransmissions to data_addr:data_port */
 };
 
 /* NCF per-range status */

@@ -23,6 +23,7 @@ static const struct flit_transport_ops *const transports[] = {
 	&flit_xdp_ops,
 #ifdef FLIT_HAVE_RDMA
 	&flit_rdma_ops,
+	&flit_rdma_mc_ops, /* also "rdma": the sources of source.rdma.mode = multicast */
 #endif
 };
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
@@ -402,6 +403,10 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 	if (ti < 0)
 		return flit_err_null(EPROTONOSUPPORT, "flit_pub_new: unknown transport '%s' (available: shm, udp, xdp%s)",
 				     tname, NTRANSPORTS > 3 ? ", rdma" : "");
+#ifdef FLIT_HAVE_RDMA
+	if (transports[ti] == &flit_rdma_ops && cfg.rdma_mode == FLIT_RDMA_MULTICAST)
+		ti++; /* flit_rdma_mc_ops, next in transports[] */
+#endif
 	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
 		return flit_null(-err);
 

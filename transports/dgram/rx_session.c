@@ -88,7 +88,7 @@ int dg_sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t now)
 		goto fail;
 	/* named by the transport that receives it (the wire is the same),
 	 * so an application can tell which path delivered */
-	snprintf(src, sizeof(src), "%s:%s", tp->xp ? "xdp" : "udp", flit_ep_str(&s->ctl, e, sizeof(e)));
+	snprintf(src, sizeof(src), "%s:%s", tp->xp ? "xdp" : tp->ud_mode ? "rdma-mc" : "udp", flit_ep_str(&s->ctl, e, sizeof(e)));
 	s->core = flit_rx_session_new(tp->ctx, s->id, src);
 	if (!s->core) {
 		err = -errno;
@@ -500,6 +500,15 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	flit_ctl_info_get(f, &in);
 	if (in.domain != tp->domain || h->count == 0)
 		return 0;
+	if (tp->ud_mode) {
+		/* rdma multicast hears its own kind of session only, and
+		 * handles it as a multicast one (the data comes by UD) */
+		if (in.mode != FLIT_MODE_RDMA_MCAST || !tp->ud)
+			return 0;
+		in.mode = FLIT_MODE_MCAST;
+	} else if (in.mode == FLIT_MODE_RDMA_MCAST) {
+		return 0; /* rdma multicast's: not on this path */
+	}
 	if (in.mode == FLIT_MODE_RDMA)
 		return on_foreign_info(tp, f, h, &in, from);
 	/* topic indexes name slots of a table the core allocates: a whole
@@ -615,7 +624,9 @@ static void on_unknown(struct flit_tp *tp, uint32_t id, const struct sockaddr_in
 		       uint64_t now)
 {
 	flit_ctx_rx_counters(tp->ctx)->unknown_session++;
-	if (!flit_ctx_wants_any(tp->ctx))
+	/* port 0: a UD datagram, which names no port to ask (resolution
+	 * finds the session: its adverts, our queries by topic) */
+	if (!flit_ctx_wants_any(tp->ctx) || !from->sin_port)
 		return;
 	for (unsigned i = 0; i < NUNK; i++)
 		if (tp->unk[i].id == id && now - tp->unk[i].at < UNKNOWN_QUERY_NS)
@@ -757,6 +768,13 @@ static int xsk_recv_fn(void *arg, struct flit_dgram *d, unsigned n)
 	return flit_xsk_recv(arg, d, NULL, n);
 }
 
+/* Receive from recv(arg, ...) through the impairment im (or none). */
+static int recv_via(struct flit_impair *im, flit_dgram_recv_fn recv, void *arg,
+		    struct flit_dgram *d, unsigned n)
+{
+	return im ? flit_impair_recv(im, recv, arg, d, n) : recv(arg, d, n);
+}
+
 /* Receive and handle datagrams.  The batch adapts: a full batch doubles
  * the next one (up to context.udp.rx_batch), a short one shrinks it to what
  * came, so a sparse latency-bound stream pays for one receive attempt per
@@ -768,9 +786,9 @@ int dg_drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk *xk
 
 	while (total < limit) {
 		unsigned w = *want ? *want : 1;
-		int n = !xk ? flit_udp_io_recv(io, tp->dg, w) :
-			tp->xk_im ? flit_impair_recv(tp->xk_im, xsk_recv_fn, xk, tp->dg, w) :
-			flit_xsk_recv(xk, tp->dg, NULL, w);
+		int n = io ? flit_udp_io_recv(io, tp->dg, w) :
+			xk ? recv_via(tp->xk_im, xsk_recv_fn, xk, tp->dg, w) :
+			recv_via(tp->ud_im, flit_ud_path_recv, tp->ud, tp->dg, w);
 		if (n <= 0)
 			return n < 0 ? n : total;
 		for (int i = 0; i < n; i++)
@@ -788,4 +806,10 @@ int dg_drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
 		 int limit, uint64_t now)
 {
 	return dg_drain_any(tp, io, NULL, want, limit, now);
+}
+
+/* rdma multicast: the UD queue pair's datagrams */
+int dg_drain_ud(struct flit_tp *tp, int limit, uint64_t now)
+{
+	return dg_drain_any(tp, NULL, NULL, &tp->ud_want, limit, now);
 }

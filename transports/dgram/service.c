@@ -75,7 +75,7 @@ static size_t page_encode(struct usess *s, const struct page *p, void *buf, size
 	struct flit_tp *tp = s->tp;
 	struct flit_ctl_info in = {
 		.domain = tp->domain,
-		.mode = s->mode,
+		.mode = s->tp->ud ? FLIT_MODE_RDMA_MCAST : s->mode,
 		.data_port = s->mode == FLIT_MODE_MCAST ? ntohs(s->dest.sin_port) : ntohs(s->self.sin_port),
 		.data_addr = s->mode == FLIT_MODE_MCAST ? s->dest.sin_addr.s_addr : 0,
 		.ctl_addr = s->self.sin_addr.s_addr,

@@ -24,6 +24,15 @@
  * source (keepalive once a second: the source counts its receivers and, in
  * unicast mode, sends to them).
  *
+ * RDMA multicast (source.rdma.mode = multicast; flit_rdma_mc_ops) is this
+ * code with a UD data path (transports/rdma/ud_path.h): DATA goes once to
+ * the session's group as RDMA multicast, every joined receiver's queue pair
+ * gets it; its INFO has mode FLIT_MODE_RDMA_MCAST (udp and xdp contexts
+ * leave such sessions alone, as this one leaves theirs).  Everything else
+ * (NAKs, retransmissions, heartbeats, joins, resolution) goes over the
+ * kernel sockets as for udp: the group:port sockets stay and are read every
+ * poll beside the UD queue.
+ *
  * The xdp transport is this code with an AF_XDP data path
  * (transports/xdp/xdp_path.h): DATA and session control frames on the flows
  * we listen on (the groups joined and the unicast socket's port) are
@@ -88,6 +97,7 @@
 #include "txts.h"
 #include "udp/udp_io.h"     /* the kernel sockets' datagram path */
 #include "xdp/xdp_path.h"    /* the AF_XDP datagram path */
+#include "rdma/ud_path.h"    /* the RDMA multicast (UD) datagram path */
 
 #define MS  1000000ull
 #define US  1000ull
@@ -285,6 +295,11 @@ struct flit_tp {
 	char desc[1024];             /* xdp with stamps: ~700 */
 	unsigned xk_want, xk_idle;
 	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
+	struct flit_ud_path *ud;     /* rdma multicast: the UD data path */
+	struct flit_impair *ud_im;   /* impairment around ud (tests), or NULL */
+	unsigned ud_want;
+	uint32_t ud_max;             /* largest datagram: the path MTU */
+	bool ud_mode;                /* rdma multicast (tp->ud NULL: unavailable) */
 	bool xk_fallback_warned;
 	struct flit_dgram *dg;
 	unsigned nstatic;
@@ -368,6 +383,7 @@ int dg_drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk *xk
 		     unsigned *want, int limit, uint64_t now);
 int dg_drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
 		 int limit, uint64_t now);
+int dg_drain_ud(struct flit_tp *tp, int limit, uint64_t now);
 
 /* ---- rx_resolve.c: the receive side's resolution and timers */
 void dg_statics_release(struct flit_tp *tp);

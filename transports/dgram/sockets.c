@@ -144,7 +144,8 @@ struct rsock *dg_rsock_get(struct flit_tp *tp, struct in_addr group, uint16_t po
 		free(r);
 		return flit_null(-err);
 	}
-	if (tp->xp && (err = flit_xdp_path_flow_get(tp->xp, group, htons(port)))) {
+	if ((tp->xp && (err = flit_xdp_path_flow_get(tp->xp, group, htons(port)))) ||
+	    (tp->ud && (err = flit_ud_path_join(tp->ud, group)))) {
 		flit_udp_io_close(r->io);
 		free(r);
 		return flit_null(-err);
@@ -175,6 +176,8 @@ void dg_rsock_reap(struct flit_tp *tp)
 		*pp = r->next;
 		if (tp->xp)
 			flit_xdp_path_flow_put(tp->xp, r->group, htons(r->port));
+		if (tp->ud)
+			flit_ud_path_leave(tp->ud, r->group);
 		flit_udp_io_close(r->io);
 		free(r);
 	}

@@ -39,6 +39,13 @@ static int src_xmit(struct usess *s, const void *buf, size_t len)
 
 	if (s->tp->xk && len <= s->tp->xk_max)
 		return src_xmit_xsk(s, buf, len);
+	if (s->tp->ud) {
+		/* rdma multicast: frames fit the path MTU (dg max_dgram) */
+		int r = flit_ud_path_send(s->tp->ud, s->dest.sin_addr, buf, (uint32_t)len);
+		if (r < 0)
+			flit_debug("rdma multicast: %s: send: %s", s->topic, flit_errmsg());
+		return r == 1 ? 0 : FLIT_BACK_PRESSURED;
+	}
 
 	if (s->mode == FLIT_MODE_MCAST) {
 		d[0] = (struct flit_dgram){ .buf = (void *)buf, .len = (uint32_t)len, .addr = s->dest };

@@ -5,6 +5,8 @@
  * closed, and the poll.
  * (session.h: the state and the shared functions.)
  */
+#include <ifaddrs.h>
+
 #include "dgram/session.h"
 
 /* ---- timestamps -------------------------------------------------------------- */
@@ -105,10 +107,60 @@ static int udp_ts_status(const struct flit_tp *tp, struct flit_ts_status *out)
 
 /* ---- transport operations --------------------------------------------------- */
 
-static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
+/* The interface that has IPv4 address a: its index, or 0. */
+static unsigned if_of_addr(struct in_addr a)
+{
+	struct ifaddrs *ifs, *i;
+	unsigned idx = 0;
+
+	if (getifaddrs(&ifs))
+		return 0;
+	for (i = ifs; i && !idx; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a.s_addr)
+			idx = if_nametoindex(i->ifa_name);
+	freeifaddrs(ifs);
+	return idx;
+}
+
+/* rdma multicast: the UD path on the device of context.rdma.address (else
+ * of context.udp.interface's address).  Never fails the transport: without
+ * it (no such device, a device without UD, no address to find one by) the
+ * transport hears no rdma multicast session and its sources are refused,
+ * saying why (tp->desc); an rdma context of RC sources runs on. */
+static void ud_setup(struct flit_tp *tp)
+{
+	const struct flit_cfg_context *cc = tp->cc;
+	int err = 0;
+
+	if (!tp->ifaddr.s_addr)
+		err = flit_err(EINVAL, "no address to find the RDMA device by: set context.rdma.address "
+			       "(the device's IPv4 address) or context.udp.interface");
+	else
+		err = flit_ud_path_open(tp->ifaddr, cc->rdma_mc_depth, &tp->ud);
+	if (!err && cc->udp_impair[0])
+		err = flit_impair_open(&tp->iocfg.impair, tp->iocfg.batch, flit_ud_path_max(tp->ud), &tp->ud_im);
+	if (err) {
+		snprintf(tp->desc, sizeof(tp->desc), "rdma multicast: unavailable (%s)", flit_errmsg());
+		flit_info("%s", tp->desc);
+		flit_ud_path_close(tp->ud);
+		tp->ud = NULL;
+		return;
+	}
+	tp->ud_max = flit_ud_path_max(tp->ud);
+	snprintf(tp->desc, sizeof(tp->desc), "%s; control and retransmissions over udp: %s%s%s",
+		 flit_ud_path_describe(tp->ud), flit_udp_io_describe(tp->ucast),
+		 tp->ud_im ? "; receive " : "", tp->ud_im ? flit_impair_describe(tp->ud_im) : "");
+	flit_info("%s", tp->desc);
+}
+
+enum { PATH_SOCKETS, PATH_XDP, PATH_UD };
+
+static int tp_open(struct flit_ctx *ctx, int path, struct flit_tp **out)
 {
 	const struct flit_cfg_context *cc = flit_ctx_cfg(ctx);
 	struct flit_tp *tp = calloc(1, sizeof(*tp));
+	const bool xdp = path == PATH_XDP;
 	int err = 0, fd;
 
 	if (!tp)
@@ -147,6 +199,14 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 			err = flit_err(EADDRNOTAVAIL, "udp: context.udp.interface %s has no IPv4 address",
 				       cc->udp_interface);
 			goto fail;
+		}
+	}
+	if (path == PATH_UD) {
+		tp->ud_mode = true;
+		if (cc->rdma_address[0] && !cc->udp_interface[0]) {
+			/* the device's interface carries the udp side too */
+			inet_pton(AF_INET, cc->rdma_address, &tp->ifaddr);
+			tp->ifindex = if_of_addr(tp->ifaddr);
 		}
 	}
 	ts_setup(tp, xdp);
@@ -195,6 +255,8 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 		snprintf(tp->desc, sizeof(tp->desc), "%s%s%s", flit_xdp_path_describe(tp->xp),
 			 tp->xk_im ? "; receive " : "", tp->xk_im ? flit_impair_describe(tp->xk_im) : "");
 		flit_info("%s", tp->desc);
+	} else if (path == PATH_UD) {
+		ud_setup(tp);
 	} else {
 		snprintf(tp->desc, sizeof(tp->desc), "udp: %s", flit_udp_io_describe(tp->ucast));
 	}
@@ -230,6 +292,8 @@ static int tp_open(struct flit_ctx *ctx, bool xdp, struct flit_tp **out)
 fail:
 	flit_impair_close(tp->xk_im);
 	flit_xdp_path_close(tp->xp);
+	flit_impair_close(tp->ud_im);
+	flit_ud_path_close(tp->ud);
 	flit_udp_io_close(tp->ucast);
 	free(tp->dg);
 	free(tp);
@@ -238,7 +302,7 @@ fail:
 
 static int udp_open(struct flit_ctx *ctx, struct flit_tp **out)
 {
-	return tp_open(ctx, false, out);
+	return tp_open(ctx, PATH_SOCKETS, out);
 }
 
 static const char *udp_describe(const struct flit_tp *tp)
@@ -248,8 +312,15 @@ static const char *udp_describe(const struct flit_tp *tp)
 
 static int xdp_open(struct flit_ctx *ctx, struct flit_tp **out)
 {
-	return tp_open(ctx, true, out);
+	return tp_open(ctx, PATH_XDP, out);
 }
+
+#ifdef FLIT_HAVE_RDMA
+static int rdma_mc_open(struct flit_ctx *ctx, struct flit_tp **out)
+{
+	return tp_open(ctx, PATH_UD, out);
+}
+#endif
 
 static void udp_close(struct flit_tp *tp)
 {
@@ -278,6 +349,9 @@ static void udp_close(struct flit_tp *tp)
 	flit_xdp_path_close(tp->xp); /* removes our flows, filter, sockets */
 	tp->xp = NULL;
 	tp->xk = NULL;
+	flit_impair_close(tp->ud_im);
+	flit_ud_path_close(tp->ud); /* leaves its groups */
+	tp->ud = NULL;
 	while (tp->socks) {
 		struct rsock *r = tp->socks;
 		tp->socks = r->next;
@@ -387,6 +461,11 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	char key[sizeof(((struct usess *)0)->cfgkey)];
 	int err;
 
+	if (tp->ud_mode && !tp->ud)
+		return flit_err(ENODEV, "%s", tp->desc); /* "rdma multicast: unavailable (why)" */
+	if (tp->ud_mode && cfg->udp_mode == FLIT_UDP_UNICAST)
+		return flit_err(EINVAL, "rdma multicast sends to a group: source.udp.mode = unicast does not "
+				"apply (source.rdma.mode = send or write: a connection per receiver)");
 	if (!t)
 		return flit_err(ENOMEM, "udp: out of memory");
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
@@ -455,6 +534,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	s->ts = cfg->timestamps;
 	s->batching = cfg->batch;
 	s->max_dgram = cfg->udp_max_datagram & ~7u;
+	if (tp->ud && s->max_dgram > tp->ud_max)
+		s->max_dgram = tp->ud_max & ~7u; /* a frame is one UD datagram */
 	s->batch_min = cfg->udp_batch_min && cfg->udp_batch_min < s->max_dgram ? cfg->udp_batch_min : s->max_dgram;
 	s->batch_ivl = cfg->udp_batch_interval_us * US;
 	s->dest.sin_family = AF_INET;
@@ -487,6 +568,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		goto fail;
 	}
 	getsockname(s->fd, (struct sockaddr *)&s->self, &sl);
+	if (tp->ud && (err = flit_ud_path_sender(tp->ud, s->dest.sin_addr)))
+		goto fail;
 	if (tp->ts.tx != FLIT_TS_NONE) {
 		s->txts = malloc(sizeof(*s->txts));
 		if (!s->txts) {
@@ -661,6 +744,15 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 		else if (n < 0)
 			err = n;
 	} else {
+		if (tp->ud) {
+			/* rdma multicast: the UD queue pair, then the sockets
+			 * (retransmissions, heartbeats) */
+			int n = dg_drain_ud(tp, limit, now);
+			if (n > 0)
+				total += n;
+			else if (n < 0)
+				err = n;
+		}
 		for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
 			if (!r->refs)
 				continue; /* released during this poll */
@@ -692,12 +784,13 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 		dg_rebind(tp, now);
 	dg_rsock_reap(tp);
 	if (FLIT_UNLIKELY(err) && !total)
-		return flit_err_wrap(-err, tp->xk ? "xdp: receive" : "udp: receive");
+		return flit_err_wrap(-err, tp->xk ? "xdp: receive" : tp->ud ? "rdma multicast: receive" : "udp: receive");
 	return total;
 }
 
-/* udp and xdp differ in how they open (the data path) and what they can
- * stamp; everything else is this code on both. */
+/* udp, xdp and rdma multicast differ in how they open (the data path) and
+ * what they can stamp; everything else is this code on all three.  udp and
+ * xdp also carry the rdma transport's resolution (res_advertise). */
 #define SESSION_OPS                        \
 	.close = udp_close,                \
 	.src_open = udp_src_open,          \
@@ -713,8 +806,6 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	.src_counters = dg_src_counters,  \
 	.subs_changed = udp_subs_changed,  \
 	.poll = udp_poll,                  \
-	.res_advertise = dg_res_advertise, \
-	.res_withdraw = dg_res_withdraw,  \
 	.describe = udp_describe
 
 const struct flit_transport_ops flit_udp_ops = {
@@ -723,6 +814,8 @@ const struct flit_transport_ops flit_udp_ops = {
 	.open = udp_open,
 	.tx_stamp = dg_tx_stamp,
 	.ts_status = udp_ts_status,
+	.res_advertise = dg_res_advertise,
+	.res_withdraw = dg_res_withdraw,
 	SESSION_OPS,
 };
 
@@ -732,5 +825,18 @@ const struct flit_transport_ops flit_xdp_ops = {
 	.open = xdp_open,
 	.tx_stamp = dg_tx_stamp,
 	.ts_status = udp_ts_status,
+	.res_advertise = dg_res_advertise,
+	.res_withdraw = dg_res_withdraw,
 	SESSION_OPS,
 };
+
+#ifdef FLIT_HAVE_RDMA
+/* source.rdma.mode = multicast (the core picks it for such a source; a
+ * context listing rdma opens it beside the connected rdma transport) */
+const struct flit_transport_ops flit_rdma_mc_ops = {
+	.name = "rdma",
+	.caps = FLIT_CAP_MULTICAST,
+	.open = rdma_mc_open,
+	SESSION_OPS,
+};
+#endif
