@@ -103,6 +103,18 @@ static const uint8_t golden_info_page[96] = {
 	'3', '0', '1', 0x00, 0x00, 0x00, 0x00, 0x00,
 };
 
+static const uint8_t golden_info_rdma_mc[72] = {
+	0x46, 0x4c, 0x01, 0x05, 0x00, 0x00, 0x01, 0x00, /* INFO, count 1 */
+	0x48, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, /* len 72, session */
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* seq 0 */
+	0xde, 0x5b, 0x3b, 0x93, 0x04, 0x00, 0x41, 0x38, /* domain, RDMA_MCAST, 0, 14401 */
+	0xef, 0xc0, 0x4e, 0x09, 0xc0, 0xa8, 0x32, 0x01, /* 239.192.78.9, 192.168.50.1 */
+	0x40, 0x9c, 0x00, 0x00, 0x92, 0x10, 0x00, 0x00, /* 40000, 0, pid 4242 */
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x09, 0x00, /* idx 0, EXACT, 0, len 9 */
+	'm', 'd', '.', 'e', 'u', 'r', 'u', 's',
+	'd', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
 static const uint8_t golden_query[72] = {
 	0x46, 0x4c, 0x01, 0x06, 0x00, 0x00, 0x02, 0x00, /* QUERY, count 2 */
 	0x48, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* len 72, session 0 */
@@ -191,6 +203,18 @@ static size_t enc_info_page(void *b, size_t cap)
 	struct flit_ctl_info i = g_info();
 	return flit_ctl_info_encode_flags(b, cap, FLIT_INFOF_PAGE, SESSION, 1000, &i, g_page, 2);
 }
+static const struct flit_ctl_name g_rdma_mc[1] = {
+	{ .idx = 0, .kind = FLIT_NAME_EXACT, .len = 9, .name = "md.eurusd" },
+};
+static size_t enc_info_rdma_mc(void *b, size_t cap)
+{
+	struct flit_ctl_info i = {
+		.domain = DOMAIN_DEFAULT, .mode = FLIT_MODE_RDMA_MCAST,
+		.data_port = 14401, .data_addr = inet_addr("239.192.78.9"),
+		.ctl_addr = inet_addr("192.168.50.1"), .ctl_port = 40000, .pid = 4242,
+	};
+	return flit_ctl_info_encode(b, cap, SESSION, 0, &i, g_rdma_mc, 1);
+}
 static size_t enc_query(void *b, size_t cap)
 {
 	return flit_ctl_query_encode(b, cap, 0, flit_domain_id("default"),
@@ -222,6 +246,8 @@ static const struct golden goldens[] = {
 	{ "golden_ncf", golden_ncf, sizeof(golden_ncf), FLIT_FT_NCF, enc_ncf },
 	{ "golden_info", golden_info, sizeof(golden_info), FLIT_FT_INFO, enc_info },
 	{ "golden_info_page", golden_info_page, sizeof(golden_info_page), FLIT_FT_INFO, enc_info_page },
+	{ "golden_info_rdma_mc", golden_info_rdma_mc, sizeof(golden_info_rdma_mc), FLIT_FT_INFO,
+	  enc_info_rdma_mc },
 	{ "golden_query", golden_query, sizeof(golden_query), FLIT_FT_QUERY, enc_query },
 	{ "golden_join", golden_join, sizeof(golden_join), FLIT_FT_JOIN, enc_join },
 	{ "golden_late", golden_late, sizeof(golden_late), FLIT_FT_LATE, enc_late },
@@ -827,6 +853,15 @@ static void golden_frames_decode_to_documented_values(void **state)
 	assert_int_equal(info.pid, 4242);
 	expect_names(golden_info, &h, g_topics, 2);
 
+	check_ok(golden_info_rdma_mc, sizeof(golden_info_rdma_mc), &h);
+	assert_int_equal(h.seq, 0);
+	flit_ctl_info_get(golden_info_rdma_mc, &info);
+	assert_int_equal(info.mode, FLIT_MODE_RDMA_MCAST);
+	assert_int_equal(info.data_port, 14401);
+	assert_int_equal(info.data_addr, inet_addr("239.192.78.9"));
+	assert_int_equal(info.ctl_port, 40000);
+	expect_names(golden_info_rdma_mc, &h, g_rdma_mc, 1);
+
 	check_ok(golden_query, sizeof(golden_query), &h);
 	assert_int_equal(h.type, FLIT_FT_QUERY);
 	assert_int_equal(h.session_id, 0);
@@ -1199,7 +1234,7 @@ static void info_encoder_refuses_unknown_mode(void **state)
 	struct flit_ctl_info i = g_info();
 
 	for (unsigned m = 0; m < 256; m++) {
-		if (m >= FLIT_MODE_MCAST && m <= FLIT_MODE_RDMA)
+		if (m >= FLIT_MODE_MCAST && m <= FLIT_MODE_RDMA_MCAST)
 			continue;
 		i.mode = (uint8_t)m;
 		REFUSED(flit_ctl_info_encode(rbuf, sizeof(rbuf), 1, 1, &i, g_topics, 2));
@@ -1609,7 +1644,7 @@ static void check_rejects_unknown_info_mode(void **state)
 	for (unsigned m = 0; m < 256; m++) {
 		put_golden(buf, g);
 		buf[28] = (uint8_t)m;
-		expect_err(buf, g->len, m >= FLIT_MODE_MCAST && m <= FLIT_MODE_RDMA
+		expect_err(buf, g->len, m >= FLIT_MODE_MCAST && m <= FLIT_MODE_RDMA_MCAST
 					       ? FLIT_FE_OK : FLIT_FE_MSG_FLAGS);
 	}
 }

@@ -24,6 +24,7 @@
 #                       [--peer ADDR] [--only ib_send_lat|flit] [--build DIR]
 #                       [--out FILE] [-C|--config LINE]...
 #                       [--vm [--vm-two] [--vm-timeout S] [--vm-mtu N]]
+#                       [--mode rc|multicast] [--fanout N [--rounds R] [--batch]]
 #
 #   -d, --device DEV     RDMA device (default $FLIT_RDMA_DEVICE, else the first
 #                        one ibv_devices lists)
@@ -47,6 +48,17 @@
 #   --peer ADDR          with --role: the other host's device address (IPv4)
 #   --only TOOL          run only ib_send_lat, or only flit-pong (flit)
 #   -C, --config LINE    a config line for flit-pong (repeatable)
+#   --mode M             rc (default): RC on both sides; multicast: ib_send_lat
+#                        -c UD beside flit-pong with source.rdma.mode =
+#                        multicast (each direction one UD multicast send;
+#                        sizes up to the path MTU less flit's 40 bytes)
+#   --fanout N           instead of latency: one publisher and N receivers,
+#                        flit-thru -t rdma --receivers N over connections (RC)
+#                        and over multicast, interleaved --rounds R times
+#                        (default 3) per size: the sender's CPU time per
+#                        message and its rate, and the ratio multicast / RC
+#                        (--count messages per run: default 200000, 20000
+#                        with --vm; --batch batches them into frames)
 #   --vm                 run it all in the Soft-RoCE guest (tests/rdma/vm-exec.sh)
 #   --vm-two             with --vm: two guests, the --role server/client pair
 #                        across a link between them (1 CPU each)
@@ -63,6 +75,7 @@ BUILD=${BUILD:-build}
 DEV=${FLIT_RDMA_DEVICE:-} IBPORT=${FLIT_RDMA_PORT:-1} GID=${FLIT_RDMA_GID_INDEX:-} ADDR=${FLIT_RDMA_IP:-}
 SIZES="16 64 256 1024"
 COUNT=10000 WARMUP=1000 COUNT_SET= WARMUP_SET= CPUS=  TCPPORT=18515 ROLE= PEER= OUT= VM= VM_TWO= VM_TIMEOUT= VM_MTU= ONLY=
+MODE=rc FANOUT= ROUNDS=3 BATCH=
 FLIT_CFG=()
 ARGS=("$@")
 
@@ -76,7 +89,7 @@ uint() { [[ $2 =~ ^[0-9]+$ ]] || bad "bad $1 '$2' (an unsigned integer)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-d|--device|-i|--ib-port|-x|--gid-index|-a|--address|--sizes|--count|--warmup|--cpus|--port|--role|\
-	--peer|--build|--out|-C|--config|--vm-timeout|--vm-mtu|--only)
+	--peer|--build|--out|-C|--config|--vm-timeout|--vm-mtu|--only|--mode|--fanout|--rounds)
 		[ $# -ge 2 ] || bad "$1 needs a value" ;;
 	esac
 	case $1 in
@@ -99,6 +112,11 @@ while [ $# -gt 0 ]; do
 	--build) BUILD=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	-C|--config) FLIT_CFG+=(-C "$2"); shift ;;
+	--mode) case $2 in rc|multicast) MODE=$2 ;; *) bad "bad --mode '$2': rc or multicast" ;; esac; shift ;;
+	--fanout) uint "$1" "$2"; [ "$2" -ge 1 ] && [ "$2" -le 64 ] || bad "--fanout: 1 .. 64 receivers"
+		FANOUT=$2; shift ;;
+	--rounds) uint "$1" "$2"; [ "$2" -ge 1 ] || bad "--rounds: at least 1"; ROUNDS=$2; shift ;;
+	--batch) BATCH=1 ;;
 	--vm) VM=1 ;;
 	--vm-two) VM_TWO=1 ;;
 	--vm-timeout) uint "$1" "$2"; VM_TIMEOUT=$2; shift ;;
@@ -113,9 +131,13 @@ done
 [ -z "$VM" ] || [ -z "$ROLE" ] || bad "--vm sets the sides up itself: no --role"
 [ -z "$VM_TWO" ] || [ -n "$VM" ] || bad "--vm-two goes with --vm"
 [ -z "$VM_MTU" ] || [ -n "$VM" ] || bad "--vm-mtu goes with --vm (elsewhere the fabric's MTU is the interface's)"
+[ -z "$FANOUT" ] || [ -z "$ROLE" ] || bad "--fanout runs on one host: no --role"
+[ -z "$FANOUT" ] || [ "$MODE" = rc ] || bad "--fanout runs both modes itself: no --mode"
+[ -n "$FANOUT" ] || [ -z "$BATCH" ] || bad "--batch goes with --fanout"
 # one host: two CPUs; two hosts: each side on CPU 0 of its host by default
 [ -n "$CPUS" ] || { if [ -n "$ROLE" ]; then CPUS=0,0; else CPUS=0,1; fi; }
 CPU_A=${CPUS%,*} CPU_B=${CPUS#*,}
+[ -z "$FANOUT" ] || [ -n "$COUNT_SET" ] || COUNT=200000
 T="$BUILD/tools"
 
 # ---- --vm: the same command, in the guest -------------------------------------
@@ -127,7 +149,11 @@ if [ -n "$VM" ]; then
 		case $a in --vm|--vm-two) continue ;; --vm-timeout|--vm-mtu) skip_next=1; continue ;; esac
 		args+=("$a")
 	done
-	[ -n "$COUNT_SET" ] || { COUNT=1000; args+=(--count "$COUNT"); }
+	if [ -n "$FANOUT" ]; then
+		[ -n "$COUNT_SET" ] || { COUNT=20000; args+=(--count "$COUNT"); }
+	else
+		[ -n "$COUNT_SET" ] || { COUNT=1000; args+=(--count "$COUNT"); }
+	fi
 	[ -n "$WARMUP_SET" ] || args+=(--warmup 200)
 	# the results file is written from inside the guest: its directory is
 	# shared writable, at the same path
@@ -142,6 +168,7 @@ if [ -n "$VM" ]; then
 	# boot ~15 s; per size two runs of COUNT round trips, at 20 us to 1 ms
 	# each under TCG on a busy host, plus start-up
 	tmo=${VM_TIMEOUT:-$(( 90 + n * (40 + COUNT / 50) ))}
+	[ -z "$FANOUT" ] || tmo=${VM_TIMEOUT:-$(( 120 + n * ROUNDS * 2 * (40 + FANOUT * 5 + COUNT / 1000) ))}
 	echo "bench-rdma: --vm: in a Soft-RoCE guest (rdma_rxe under qemu; limit ${tmo}s)." \
 	     "Software RDMA on an emulated CPU: these numbers check the path, they measure nothing."
 	if [ -n "$VM_TWO" ]; then
@@ -187,6 +214,7 @@ if [ -z "$GID" ] && [ "$LINK" = Ethernet ]; then
 fi
 GIDSTR=$([ -n "$GID" ] && cat "$SYS/gids/$GID" 2>/dev/null)
 PT_ARGS=(-d "$DEV" -i "$IBPORT" -p "$TCPPORT" -F)
+[ "$MODE" = multicast ] && PT_ARGS+=(-c UD)
 [ -n "$GID" ] && PT_ARGS+=(-x "$GID")
 # flit sets connections up with rdma_cm, which picks the device by address:
 # the IPv4 address of this device's port
@@ -205,6 +233,7 @@ fi
 # flit-pong: contexts bound to this device's address; the peer's source is
 # found at --rdma-addr (this device's own address on one host)
 FLIT_DEV_CFG=(-C "context.rdma.address = $ADDR" --rdma-addr "${PEER:-$ADDR}")
+[ "$MODE" = multicast ] && FLIT_DEV_CFG+=(-C "source.rdma.mode = multicast")
 
 for c in "$CPU_A" "$CPU_B"; do
 	taskset -c "$c" true 2>/dev/null || die "cannot run on CPU $c (this host has $(nproc): --cpus A,B)"
@@ -236,12 +265,85 @@ echo "ib_send_lat $(ib_send_lat -V 2>/dev/null | head -1 | awk '{print $NF}'): R
 echo "results: $OUT"
 echo
 
+# ---- --fanout N: connections against multicast, the sender's CPU per message ----
+# fan_run SIZE MODE ROUND: flit-thru -t rdma --receivers N; its sender's JSON
+# line (with the round and mode) to $OUT
+fan_run() {
+	local size=$1 mode=$2 round=$3 cfg=() b=()
+	[ "$mode" = multicast ] && cfg=(-C "source.rdma.mode = multicast")
+	[ -n "$BATCH" ] && b=(--batch)
+	if ! timeout 600 "$T/flit-thru" -t rdma -s "$size" -n "$COUNT" --receivers "$FANOUT" "${b[@]}" -T 60 \
+		-C "context.rdma.address = $ADDR" --rdma-addr "$ADDR" "${cfg[@]}" "${FLIT_CFG[@]}" --json \
+		>"$work/fan-$size-$mode-$round.json" 2>"$work/fan-$size-$mode-$round.err"; then
+		sed 's/^/  | /' "$work/fan-$size-$mode-$round.err" >&2
+		die "flit-thru -t rdma --receivers $FANOUT ($mode) -s $size failed"
+	fi
+	python3 - "$work/fan-$size-$mode-$round.json" "$mode" "$round" >>"$OUT" <<'EOF'
+import json, sys
+path, mode, rnd = sys.argv[1:]
+for l in open(path):
+    r = json.loads(l)
+    if r.get("side") == "sender":
+        r["fanout_mode"], r["round"] = mode, int(rnd)
+        print(json.dumps(r))
+EOF
+}
+
+if [ -n "$FANOUT" ]; then
+	echo "fan-out: one publisher (CPU $CPU_A), $FANOUT receivers; flit-thru -t rdma, $COUNT messages a run$([ -n "$BATCH" ] && echo ", batched"); rounds alternate the order"
+	for size in $SIZES; do
+		for ((round = 1; round <= ROUNDS; round++)); do
+			printf '  size %5s round %d:' "$size" "$round"
+			if [ $((round % 2)) = 1 ]; then order="rc multicast"; else order="multicast rc"; fi
+			for m in $order; do printf ' %s' "$m"; fan_run "$size" "$m" "$round"; done
+			echo
+		done
+	done
+	echo
+	python3 - "$OUT" "$FANOUT" <<'EOF'
+import json, statistics, sys
+out, n = sys.argv[1], sys.argv[2]
+rows = [json.loads(l) for l in open(out) if l.strip()]
+runs = {}
+for r in rows:
+    if r.get("side") == "sender" and "fanout_mode" in r:
+        runs[(r["size"], r["round"], r["fanout_mode"])] = r
+print(f"sender with {n} receivers: CPU ns per message (all its threads) and messages/s")
+hdr = (f"{'size':>6} {'round':>5} | {'RC cpu/msg':>10} {'RC msgs/s':>10} | "
+       f"{'mcast cpu/msg':>13} {'mcast msgs/s':>12} | {'cpu mcast/RC':>12}")
+print(hdr); print("-" * len(hdr))
+summary = []
+for size in sorted({k[0] for k in runs}):
+    ratios = []
+    for rnd in sorted({k[1] for k in runs if k[0] == size}):
+        rc, mc = runs.get((size, rnd, "rc")), runs.get((size, rnd, "multicast"))
+        if not rc or not mc:
+            continue
+        ratio = mc["cpu_ns_per_msg"] / rc["cpu_ns_per_msg"] if rc["cpu_ns_per_msg"] else float("nan")
+        ratios.append(ratio)
+        print(f"{size:>6} {rnd:>5} | {rc['cpu_ns_per_msg']:10.0f} {rc['msgs_per_sec']:10.0f} | "
+              f"{mc['cpu_ns_per_msg']:13.0f} {mc['msgs_per_sec']:12.0f} | {ratio:11.2f}x")
+    if ratios:
+        med = statistics.median(ratios)
+        print(f"{size:>6} {'med':>5} | {'':>10} {'':>10} | {'':>13} {'':>12} | {med:11.2f}x")
+        summary.append({"tool": "bench-rdma", "transport": "rdma", "size": size, "fanout": int(n),
+                        "cpu_ratio_multicast_rc_median": round(med, 3),
+                        "cpu_ratios": [round(x, 3) for x in ratios]})
+with open(out, "a") as o:
+    for r in summary:
+        o.write(json.dumps(r) + "\n")
+EOF
+	echo "results: $OUT"
+	exit 0
+fi
+
 # ib_send_lat_run SIZE: one server/client pair (or this host's side of it);
 # the client's line appended to $OUT.
 pt_json() {   # LOG SIZE: ib_send_lat's result row -> a JSON line
-	python3 - "$1" "$2" "$COUNT" "$DEV" "$IBPORT" "${GID:--}" "$CPUS" "$(LOAD)" "$LINK" <<'EOF'
+	python3 - "$1" "$2" "$COUNT" "$DEV" "$IBPORT" "${GID:--}" "$CPUS" "$(LOAD)" "$LINK" \
+		"$([ "$MODE" = multicast ] && echo ud || echo rc)" <<'EOF'
 import json, re, sys
-log, size, count, dev, port, gid, cpus, load, link = sys.argv[1:]
+log, size, count, dev, port, gid, cpus, load, link = sys.argv[1:10]
 row = None
 for line in open(log, errors="replace"):
     f = line.split()
@@ -257,8 +359,8 @@ us = lambda v: round(v * 1000.0, 1)
 print(json.dumps({"tool": "ib_send_lat", "transport": "rdma", "size": int(size), "count": int(row[1]),
     "min_ns": us(row[2]), "max_ns": us(row[3]), "p50_ns": us(row[4]), "avg_ns": us(row[5]),
     "stddev_ns": us(row[6]), "p99_ns": us(row[7]), "p999_ns": us(row[8]),
-    "clock": "perftest cycles", "mode": "rc,send,poll,device=%s,port=%s,gid=%s,link=%s,pinned=%s"
-    % (dev, port, gid, link, cpus), "load": load}))
+    "clock": "perftest cycles", "mode": "%s,send,poll,device=%s,port=%s,gid=%s,link=%s,pinned=%s"
+    % (sys.argv[10], dev, port, gid, link, cpus), "load": load}))
 EOF
 }
 pt_server() {

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -371,10 +372,23 @@ struct tx_result {
 	uint64_t window_waits;          /* udp: sends held back by the window */
 	uint64_t window;                /* udp: the window (0: none) */
 	double secs;
+	uint64_t cpu_ns;                /* the publisher process's CPU time (all
+					 * its threads) from the first send to
+					 * the flush */
 	/* the publisher's context (network transports) */
 	uint64_t retransmissions, naks_received, rate_limited;
 	char setup[512];                /* flit_ctx_describe() of the transport */
 };
+
+/* User + system CPU time of this process (every thread), ns. */
+static uint64_t cpu_now_ns(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
 
 /* Has receiver i exited?  (Not reaped: collect() does that.) */
 static bool rx_gone(const struct thru *c, int i)
@@ -581,6 +595,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		tool_sleep_us(1000);
 	}
 
+	uint64_t cpu0 = cpu_now_ns();
 	t0 = tool_now(clk);
 	/* --topics: message seq on topic seq mod N (one session: one
 	 * sequence, the receivers check it whole) */
@@ -617,6 +632,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	}
 	t1 = tool_now(clk);
 	tx->secs = tool_ns(clk, t1 - t0) / 1e9;
+	tx->cpu_ns = cpu_now_ns() - cpu0;
 	/* Tell the receivers where the stream ends. */
 	__atomic_store_n(&c->pg->total, tx->sent, __ATOMIC_RELEASE);
 	if (o->com.net) {
@@ -853,8 +869,9 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		 o->receivers == 1 ? "" : "s");
 	print_row(o, clk->name, mode, "aggregate", 0, -1, agg_msgs, agg_secs,
 		  agg_mps, ej, et);
-	off = (size_t)snprintf(ej, sizeof(ej), "\"back_pressured\":%llu",
-			       (unsigned long long)tx->back_pressured);
+	double cpu_per_msg = tx->sent ? (double)tx->cpu_ns / (double)tx->sent : 0;
+	off = (size_t)snprintf(ej, sizeof(ej), "\"back_pressured\":%llu,\"cpu_ns_per_msg\":%.1f",
+			       (unsigned long long)tx->back_pressured, cpu_per_msg);
 	if (o->com.net)
 		off += (size_t)snprintf(ej + off, sizeof(ej) - off,
 			 ",\"window\":%llu,\"window_waits\":%llu,\"retransmissions\":%llu,"
@@ -872,8 +889,8 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		off += tool_json_member(ej + off, sizeof(ej) - off, "config", cfgs);
 	if (tx->setup[0])
 		tool_json_member(ej + off, sizeof(ej) - off, "setup", tx->setup);
-	off = (size_t)snprintf(et, sizeof(et), "back-pressured %llu times",
-			       (unsigned long long)tx->back_pressured);
+	off = (size_t)snprintf(et, sizeof(et), "CPU %.0f ns/msg, back-pressured %llu times",
+			       cpu_per_msg, (unsigned long long)tx->back_pressured);
 	if (o->com.net)
 		snprintf(et + off, sizeof(et) - off, ", window waits %llu, "
 			 "retransmitted %llu", (unsigned long long)tx->window_waits,

@@ -332,10 +332,20 @@ int flit_ctx_describe(const flit_ctx *ctx, const char *transport, char *buf, siz
 {
 	if (!ctx || !transport || (!buf && len))
 		return flit_err(EINVAL, "flit_ctx_describe: bad arguments");
-	int i = transport_index(transport);
-	if (i < 0 || !ctx->tp[i])
+	int i = transport_index(transport), n = 0;
+	if (i < 0)
 		return flit_err(ENOENT, "flit_ctx_describe: transport '%s' is not open in this context", transport);
-	return snprintf(buf, len, "%s", tp_desc(ctx, (unsigned)i));
+	/* rdma is two: connections and multicast; each one open is said */
+	for (unsigned k = (unsigned)i; k < NTRANSPORTS; k++) {
+		if (!ctx->tp[k] || strcmp(transports[k]->name, transport))
+			continue;
+		int w = snprintf(buf + ((size_t)n < len ? n : (int)len), (size_t)n < len ? len - (size_t)n : 0,
+				 "%s%s", n ? "; " : "", tp_desc(ctx, k));
+		n += w;
+	}
+	if (!n)
+		return flit_err(ENOENT, "flit_ctx_describe: transport '%s' is not open in this context", transport);
+	return n;
 }
 
 int flit_ctx_ts_status(const flit_ctx *ctx, const char *transport, struct flit_ts_status *out)

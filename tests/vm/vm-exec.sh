@@ -220,6 +220,14 @@ boot() {
 		else dev=virtio-net-pci; fi
 		args+=(-netdev "hubport,id=x$i,hubid=1" -device "$dev,netdev=x$i,mac=52:54:00:f1:18:0$i")
 	done
+	# SINK: a hub whose only port is the NIC's never takes a frame (QEMU
+	# queues them, the guest's transmit queue stops, its watchdog fires,
+	# and rxe stalls once 64 of a queue pair's packets wait to be freed);
+	# a second port, a datagram socket addressed to a path nobody binds,
+	# takes each one and drops it
+	[[ $netdev == hubport* ]] && rm -f "$SOCKDIR/sink$n" &&
+		args+=(-netdev "dgram,id=sink0,local.type=unix,local.path=$SOCKDIR/sink$n,remote.type=unix,remote.path=$SOCKDIR/none"
+		       -netdev "hubport,id=n0sink,hubid=0,netdev=sink0")
 	[ -n "$OUTDIR" ] && args+=(-fsdev "local,id=fs2,path=$OUTDIR,security_model=none"
 	                          -device virtio-9p-pci,fsdev=fs2,mount_tag=out0)
 	if [ "$ACCEL" = kvm ]; then args+=(-accel kvm -cpu host); else args+=(-accel tcg -cpu max); fi
@@ -246,8 +254,10 @@ if [ -n "$TWO" ]; then
 	boot 2 192.168.50.2/24 52:54:00:f1:17:02 192.168.50.1 \
 		"dgram,id=n0,local.type=unix,local.path=$SOCKDIR/2,remote.type=unix,remote.path=$SOCKDIR/1"
 else
-	# a NIC on an empty hub: nothing leaves the guest; rxe loops its own
-	# traffic back inside the guest
+	# a NIC on a hub of its own: nothing leaves the guest (rxe loops its own
+	# traffic back inside it); the hub's second port drops what the guest
+	# sends (boot: SINK)
+	SOCKDIR=$(mktemp -d /tmp/flit-wire.XXXXXX)
 	boot 1 192.168.50.1/24 52:54:00:f1:17:01 "" "hubport,id=n0,hubid=0"
 fi
 

@@ -170,8 +170,11 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 	int r = 0;
 
 	if (FLIT_UNLIKELY(len > max_msg_of(s)))
-		return flit_err(EMSGSIZE, "udp: %s: message of %zu bytes exceeds %u (source.udp.max_datagram)",
-				t->topic, len, max_msg_of(s));
+		return flit_err(EMSGSIZE, "%s: %s: message of %zu bytes exceeds %u (%s)",
+				s->tp->ud ? "rdma multicast" : "udp", t->topic, len, max_msg_of(s),
+				s->tp->ud && s->max_dgram == (s->tp->ud_max & ~7u) ?
+				"a frame is one datagram of the path MTU; larger messages "
+				"go with source.rdma.mode = send" : "source.udp.max_datagram");
 	src_lock(s);
 	if (FLIT_UNLIKELY(s->claimed)) {
 		src_unlock(s);

@@ -123,8 +123,9 @@ static unsigned if_of_addr(struct in_addr a)
 	return idx;
 }
 
-/* rdma multicast: the UD path on the device of context.rdma.address (else
- * of context.udp.interface's address).  Never fails the transport: without
+/* rdma multicast: the UD path on the device of context.rdma.address, else
+ * of context.udp.interface's address, else on the first RDMA device with an
+ * IPv4 address.  Never fails the transport: without
  * it (no such device, a device without UD, no address to find one by) the
  * transport hears no rdma multicast session and its sources are refused,
  * saying why (tp->desc); an rdma context of RC sources runs on. */
@@ -134,7 +135,7 @@ static void ud_setup(struct flit_tp *tp)
 	int err = 0;
 
 	if (!tp->ifaddr.s_addr)
-		err = flit_err(EINVAL, "no address to find the RDMA device by: set context.rdma.address "
+		err = flit_err(EINVAL, "no RDMA device with an IPv4 address: set context.rdma.address "
 			       "(the device's IPv4 address) or context.udp.interface");
 	else
 		err = flit_ud_path_open(tp->ifaddr, cc->rdma_mc_depth, &tp->ud);
@@ -203,10 +204,14 @@ static int tp_open(struct flit_ctx *ctx, int path, struct flit_tp **out)
 	}
 	if (path == PATH_UD) {
 		tp->ud_mode = true;
+		char dev[64];
 		if (cc->rdma_address[0] && !cc->udp_interface[0]) {
 			/* the device's interface carries the udp side too */
 			inet_pton(AF_INET, cc->rdma_address, &tp->ifaddr);
 			tp->ifindex = if_of_addr(tp->ifaddr);
+		} else if (!cc->udp_interface[0] && flit_ud_path_default_addr(&tp->ifaddr, dev, sizeof(dev)) == 0) {
+			tp->ifindex = if_of_addr(tp->ifaddr);
+			flit_debug("rdma multicast: on %s, the first RDMA device with an IPv4 address", dev);
 		}
 	}
 	ts_setup(tp, xdp);

@@ -155,6 +155,39 @@ static int join_wait(struct flit_ud_path *p, struct rdma_cm_id *id, struct in_ad
 	}
 }
 
+int flit_ud_path_default_addr(struct in_addr *out, char *dev, size_t devlen)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct ibv_device **l;
+	int n = 0;
+	bool found = false;
+
+	if (!(l = ibv_get_device_list(&n)))
+		return -ENODEV;
+	for (int i = 0; i < n && !found; i++) {
+		struct ibv_context *c = ibv_open_device(l[i]);
+		struct ibv_device_attr da;
+		if (!c)
+			continue;
+		for (uint8_t port = 1; !found && !ibv_query_device(c, &da) && port <= da.phys_port_cnt; port++) {
+			struct ibv_port_attr pa;
+			if (ibv_query_port(c, port, &pa) || pa.state != IBV_PORT_ACTIVE)
+				continue;
+			for (int g = 0; g < pa.gid_tbl_len && g < 64 && !found; g++) {
+				union ibv_gid gid;
+				if (ibv_query_gid(c, port, g, &gid) || memcmp(gid.raw, v4mapped, 12))
+					continue;
+				memcpy(&out->s_addr, gid.raw + 12, 4);
+				snprintf(dev, devlen, "%s", ibv_get_device_name(l[i]));
+				found = true;
+			}
+		}
+		ibv_close_device(c);
+	}
+	ibv_free_device_list(l);
+	return found ? 0 : -ENODEV;
+}
+
 int flit_ud_path_open(struct in_addr local, unsigned depth, struct flit_ud_path **out)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr = local };

@@ -20,6 +20,7 @@
 
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dgram/dgram.h"
@@ -42,6 +43,10 @@ struct flit_ud_stats {
  * locked-memory limit). */
 int flit_ud_path_open(struct in_addr local, unsigned depth, struct flit_ud_path **out);
 void flit_ud_path_close(struct flit_ud_path *p);
+
+/* The IPv4 address of the first active RDMA port that has one (a RoCE
+ * port's IPv4-mapped GID), and its device's name: 0, or -ENODEV. */
+int flit_ud_path_default_addr(struct in_addr *out, char *dev, size_t devlen);
 
 /* The largest datagram: the port's path MTU in bytes. */
 uint32_t flit_ud_path_max(const struct flit_ud_path *p);
@@ -76,6 +81,8 @@ void flit_ud_path_stats(struct flit_ud_path *p, struct flit_ud_stats *out);
 static inline int flit_ud_path_open(struct in_addr l, unsigned d, struct flit_ud_path **o)
 { (void)l; (void)d; (void)o; return -EPROTONOSUPPORT; }
 static inline void flit_ud_path_close(struct flit_ud_path *p) { (void)p; }
+static inline int flit_ud_path_default_addr(struct in_addr *o, char *d, size_t l)
+{ (void)o; (void)d; (void)l; return -ENODEV; }
 static inline uint32_t flit_ud_path_max(const struct flit_ud_path *p) { (void)p; return 0; }
 static inline const char *flit_ud_path_describe(const struct flit_ud_path *p) { (void)p; return ""; }
 static inline int flit_ud_path_join(struct flit_ud_path *p, struct in_addr g)
