@@ -97,6 +97,8 @@ good = [
     ('info_page', hx('464c0105 0100 0200 60000000 4d3c2b1a e803000000000000 de5b3b93 01 00 c05d ef010203'
                      'c0a8010a c15d 0000 92100000 2c010000 00 00 0b00 6d642e73796d3030 3330300000000000'
                      '2d010000 00 00 0b00 6d642e73796d3030 3330310000000000')),
+    ('info_rdma_mc', hx('464c0105 0000 0100 48000000 4d3c2b1a 0000000000000000 de5b3b93 04 00 4138 efc04e09'
+                        'c0a83201 409c 0000 92100000 00000000 00 00 0900 6d642e6575727573 6400000000000000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -116,6 +118,7 @@ bad = [
     ('late_trail_after_seq', g['late'][:24] + struct.pack('<Q', 5000) + g['late'][32:]),
     ('join_leave_and_late', g['join'][:4] + b'\x03\x00' + g['join'][6:]),
     ('info_unknown_flag', g['info'][:4] + b'\x04\x00' + g['info'][6:]),
+    ('info_mode_5', g['info'][:28] + b'\x05' + g['info'][29:]),
 ]
 other = [('version2', d[:2] + b'\x02' + d[3:])]     # to port 14401: decoded with a warning
 frames = good + bad + other

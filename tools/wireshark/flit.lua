@@ -37,7 +37,7 @@ local type_vs = {}
 for k, v in pairs(type_names) do type_vs[k] = v end
 for t = 9, 15 do type_vs[t] = "reserved control frame" end
 local status_vs = { [0] = "RETX", [1] = "GONE", [2] = "FUTURE" }
-local mode_vs = { [1] = "MCAST", [2] = "UNICAST", [3] = "RDMA" }
+local mode_vs = { [1] = "MCAST", [2] = "UNICAST", [3] = "RDMA", [4] = "RDMA_MCAST" }
 local kind_vs = { [0] = "EXACT", [1] = "PATTERN" }
 
 local F = {
@@ -365,7 +365,7 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 		tree:add_le(F.domain, tvb(24, 4))
 		local mode = tvb(28, 1):uint()
 		local mit = tree:add(F.mode, tvb(28, 1))
-		if mode < 1 or mode > 3 then bad(mit, "mode %d, must be 1, 2 or 3 (FLIT_FE_MSG_FLAGS)", mode) end
+		if mode < 1 or mode > 4 then bad(mit, "mode %d, must be 1 .. 4 (FLIT_FE_MSG_FLAGS)", mode) end
 		check_zero(tvb, tree, 29, 1, "reserved byte 29")
 		tree:add_le(F.data_port, tvb(30, 2))
 		tree:add(F.data_addr, tvb(32, 4))

@@ -55,13 +55,15 @@
  *   source.c       sources: send, claim/commit, flush, counters
  *   service.c      the source side's service (NAKs, queries, joins,
  *                  heartbeats, adverts) and the context's service thread
- *   transport.c    timestamps set-up, open/close, poll: the udp and xdp
- *                  transport operations (flit_udp_ops, flit_xdp_ops)
+ *   transport.c    timestamps set-up, open/close, poll: the udp, xdp and
+ *                  rdma multicast transport operations (flit_udp_ops,
+ *                  flit_xdp_ops, flit_rdma_mc_ops)
  *   dgram.h, impair.c  the datagram every path hands over, and the test
  *                  impairment around any path
  * The datagram paths themselves live with their transports: kernel
  * sockets and io_uring in transports/udp/udp_io.h, AF_XDP in
- * transports/xdp/xdp_path.h; neither depends on the other.
+ * transports/xdp/xdp_path.h, RDMA multicast in transports/rdma/ud_path.h;
+ * none depends on another.
  *
  * Wire format: docs/PROTOCOL.md.  Settings: docs/CONFIG.md (context.udp.*,
  * context.xdp.*, source.udp.*, receiver.udp.*).

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The udp and xdp transports' operations (flit_udp_ops, flit_xdp_ops):
+ * The udp, xdp and rdma multicast transports' operations (flit_udp_ops,
+ * flit_xdp_ops, flit_rdma_mc_ops):
  * timestamps set-up, opening a context's transport, sources opened and
  * closed, and the poll.
  * (session.h: the state and the shared functions.)
@@ -730,12 +731,18 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	uint64_t now;
 	(void)fn; (void)arg; /* frames go through the reliability layer */
 
-	/* AF_XDP with nothing waiting: not even a clock read (a spinning
-	 * latency-bound receiver then checks a ring and returns); the timers
-	 * and the kernel sockets are looked at every XK_IDLE_POLLS of these */
-	if (tp->xk && !tp->xk_im && !flit_xsk_rx_pending(tp->xk) &&
+	/* AF_XDP or the UD queue with nothing waiting: not even a clock read
+	 * (a spinning latency-bound receiver then checks a ring and returns);
+	 * the timers and the kernel sockets are looked at every XK_IDLE_POLLS
+	 * of these */
+	if (((tp->xk && !tp->xk_im && !flit_xsk_rx_pending(tp->xk)) ||
+	     (tp->ud && !tp->ud_im && !flit_ud_path_rx_pending(tp->ud))) &&
 	    ++tp->xk_idle < XK_IDLE_POLLS && !tp->dirty)
 		return 0;
+	/* rdma multicast: its kernel sockets (heartbeats, retransmissions)
+	 * are read on the polls that find the UD queue empty (every
+	 * XK_IDLE_POLLS-th of a run of them) and at housekeeping */
+	bool ud_socks = tp->ud && (tp->ud_im || tp->xk_idle >= XK_IDLE_POLLS);
 	tp->xk_idle = 0;
 	tp->in_poll = true;
 	now = mono();
@@ -758,7 +765,9 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 			else if (n < 0)
 				err = n;
 		}
-		for (struct rsock *r = tp->socks; r && total < limit; r = r->next) {
+		if (tp->ud && !ud_socks && now >= tp->next_house)
+			ud_socks = true;
+		for (struct rsock *r = tp->socks; r && total < limit && (!tp->ud || ud_socks); r = r->next) {
 			if (!r->refs)
 				continue; /* released during this poll */
 			int n = dg_drain(tp, r->io, &r->want, limit - total, now);

@@ -60,6 +60,8 @@ struct flit_ud_path {
 	uint32_t rsz;                /* bytes per receive buffer: GRH + MTU */
 	uint64_t *lent;              /* buffers handed out by the last recv */
 	unsigned nlent;
+	struct ibv_wc stash[RX_POLL_MAX]; /* completions polled by rx_pending */
+	unsigned nstash, stash_at;
 	uint8_t *sbuf;
 	struct ibv_mr *smr;
 	uint64_t s_head, s_tail;     /* sends posted / known complete */
@@ -519,11 +521,21 @@ static uint32_t sender_of(const uint8_t *grh)
 	return a;
 }
 
+bool flit_ud_path_rx_pending(struct flit_ud_path *p)
+{
+	if (p->stash_at < p->nstash)
+		return true;
+	int got = ibv_poll_cq(p->rcq, RX_POLL_MAX, p->stash);
+	p->stash_at = 0;
+	p->nstash = got > 0 ? (unsigned)got : 0;
+	return got != 0; /* < 0: the next recv says so */
+}
+
 int flit_ud_path_recv(void *arg, struct flit_dgram *d, unsigned n)
 {
 	struct flit_ud_path *p = arg;
-	struct ibv_wc wc[RX_POLL_MAX];
-	int err;
+	struct ibv_wc own[RX_POLL_MAX], *wc = own;
+	int err, got;
 
 	if (p->nlent) {
 		err = post_recv(p, p->lent, p->nlent);
@@ -533,9 +545,16 @@ int flit_ud_path_recv(void *arg, struct flit_dgram *d, unsigned n)
 	}
 	if (n > RX_POLL_MAX)
 		n = RX_POLL_MAX;
-	int got = ibv_poll_cq(p->rcq, (int)n, wc);
-	if (got < 0)
-		return flit_err(EIO, "rdma multicast: poll the receive queue of %s failed", dev_name(p->rid));
+	if (p->stash_at < p->nstash) {
+		/* what flit_ud_path_rx_pending() polled first */
+		wc = p->stash + p->stash_at;
+		got = (int)(p->nstash - p->stash_at < n ? p->nstash - p->stash_at : n);
+		p->stash_at += (unsigned)got;
+	} else {
+		got = ibv_poll_cq(p->rcq, (int)n, wc);
+		if (got < 0)
+			return flit_err(EIO, "rdma multicast: poll the receive queue of %s failed", dev_name(p->rid));
+	}
 	unsigned k = 0;
 	for (int i = 0; i < got; i++) {
 		uint8_t *b = p->rbuf + wc[i].wr_id * p->rsz;

@@ -73,6 +73,10 @@ int flit_ud_path_send(struct flit_ud_path *p, struct in_addr group, const void *
  * addr is the sender's IPv4 address (port 0: a UD datagram carries none). */
 int flit_ud_path_recv(void *p, struct flit_dgram *d, unsigned n);
 
+/* Has a datagram come (without a system call: the completion queue is in
+ * user memory)?  What it polled, the next recv returns first. */
+bool flit_ud_path_rx_pending(struct flit_ud_path *p);
+
 void flit_ud_path_stats(struct flit_ud_path *p, struct flit_ud_stats *out);
 
 #else /* built without libibverbs/librdmacm: the path never opens */
@@ -94,6 +98,7 @@ static inline int flit_ud_path_send(struct flit_ud_path *p, struct in_addr g, co
 { (void)p; (void)g; (void)b; (void)l; return -EPROTONOSUPPORT; }
 static inline int flit_ud_path_recv(void *p, struct flit_dgram *d, unsigned n)
 { (void)p; (void)d; (void)n; return -EPROTONOSUPPORT; }
+static inline bool flit_ud_path_rx_pending(struct flit_ud_path *p) { (void)p; return false; }
 static inline void flit_ud_path_stats(struct flit_ud_path *p, struct flit_ud_stats *o)
 { (void)p; (void)o; }
 
