@@ -1094,8 +1094,10 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 		char m[32];
 		const char *rm = tool_config_get(&o->com.config, "source.rdma.mode", m, sizeof(m));
 
-		snprintf(mode, sizeof(mode), "rdma,rc,%s,unbatched,spin,pinned=%s",
-			 rm && *rm ? rm : "send", cpustr);
+		bool mc = rm && !strcmp(rm, "multicast");
+		snprintf(mode, sizeof(mode), "rdma,%s,unbatched,spin,pinned=%s",
+			 mc ? "ud,multicast" : !rm || !*rm ? "rc,send" : !strcmp(rm, "write") ? "rc,write" : "rc,send",
+			 cpustr);
 	} else {
 		snprintf(mode, sizeof(mode), "%s,unbatched,spin,pinned=%s",
 			 strcmp(o->com.transport, "shm") ? "default" :

@@ -240,6 +240,7 @@ int main(int argc, char **argv)
 		}
 	}
 
+	uint64_t cpu0 = tool_cpu_ns(), t0 = flit_monotonic_raw_ns();
 	if (o.file) {
 		sent = send_file(&r);
 	} else {
@@ -258,11 +259,14 @@ int main(int argc, char **argv)
 		flit_ctx_poll(r.ctx, 0);
 		tool_sleep_us(100);
 	}
+	uint64_t cpu = tool_cpu_ns() - cpu0, secs_ns = flit_monotonic_raw_ns() - t0;
 	if (o.verbose)
-		fprintf(stderr, "%s: sent %llu message%s to '%s' (%d receiver%s)\n",
+		fprintf(stderr, "%s: sent %llu message%s to '%s' (%d receiver%s) in %.6f s, "
+			"CPU %.0f ns/msg (this process, from the first send to the flush)\n",
 			tool_name(), (unsigned long long)sent, sent == 1 ? "" : "s",
 			o.topic, flit_pub_receivers(r.pub),
-			flit_pub_receivers(r.pub) == 1 ? "" : "s");
+			flit_pub_receivers(r.pub) == 1 ? "" : "s", (double)secs_ns / 1e9,
+			sent ? (double)cpu / (double)sent : 0.0);
 	deadline = flit_monotonic_raw_ns() + (uint64_t)o.linger_ms * 1000000u;
 	/* (a signal ends the linger: everything was sent) */
 	while (flit_monotonic_raw_ns() < deadline && !stop) {

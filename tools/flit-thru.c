@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -380,16 +379,6 @@ struct tx_result {
 	char setup[512];                /* flit_ctx_describe() of the transport */
 };
 
-/* User + system CPU time of this process (every thread), ns. */
-static uint64_t cpu_now_ns(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru))
-		return 0;
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
-}
-
 /* Has receiver i exited?  (Not reaped: collect() does that.) */
 static bool rx_gone(const struct thru *c, int i)
 {
@@ -595,7 +584,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 		tool_sleep_us(1000);
 	}
 
-	uint64_t cpu0 = cpu_now_ns();
+	uint64_t cpu0 = tool_cpu_ns();
 	t0 = tool_now(clk);
 	/* --topics: message seq on topic seq mod N (one session: one
 	 * sequence, the receivers check it whole) */
@@ -632,7 +621,7 @@ static void run_publisher(const struct options *o, const struct tool_clock *clk,
 	}
 	t1 = tool_now(clk);
 	tx->secs = tool_ns(clk, t1 - t0) / 1e9;
-	tx->cpu_ns = cpu_now_ns() - cpu0;
+	tx->cpu_ns = tool_cpu_ns() - cpu0;
 	/* Tell the receivers where the stream ends. */
 	__atomic_store_n(&c->pg->total, tx->sent, __ATOMIC_RELEASE);
 	if (o->com.net) {
@@ -778,7 +767,8 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		char m[32];
 		const char *rm = tool_config_get(&o->com.config, "source.rdma.mode", m, sizeof(m));
 
-		snprintf(first, sizeof(first), "rdma,rc,%s,credits", rm && *rm ? rm : "send");
+		snprintf(first, sizeof(first), "%s", rm && !strcmp(rm, "multicast") ? "rdma,ud,multicast" :
+			 rm && !strcmp(rm, "write") ? "rdma,rc,write,credits" : "rdma,rc,send,credits");
 	} else {
 		snprintf(first, sizeof(first), "%s", o->com.net ? "default" :
 			 paced ? "paced" : "overwrite");

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
@@ -291,6 +292,15 @@ int tool_child_exited(pid_t pid, int *status)
 	if (r < 0)
 		return -errno;
 	return r == pid;
+}
+
+uint64_t tool_cpu_ns(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
 void tool_sleep_us(unsigned us)

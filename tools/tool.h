@@ -96,6 +96,8 @@ int tool_child_exited(pid_t pid, int *status);
 const char *tool_wstatus_str(int status, char *buf, size_t len);
 
 /* Sleep (slow paths only: a wake-up costs ~40 us here). */
+/* User + system CPU time of this process (all its threads), ns. */
+uint64_t tool_cpu_ns(void);
 void tool_sleep_us(unsigned us);
 
 /* ---- configuration lines ------------------------------------------------- */

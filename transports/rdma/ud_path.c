@@ -405,7 +405,15 @@ static int tx_join(struct flit_ud_path *p, struct ud_group *g)
 	int err;
 
 	ip_str(g->group, gs, sizeof(gs));
-	if (rdma_join_multicast(p->sid, (struct sockaddr *)&a, p))
+	/* a send-only member: no IGMP join, so where no receiver of this
+	 * host joined the group the kernel loops no copy of each send back
+	 * to it (an older kernel refuses the flag: a full member then) */
+	struct rdma_cm_join_mc_attr_ex mc = {
+		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+		.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+		.addr = (struct sockaddr *)&a,
+	};
+	if (rdma_join_multicast_ex(p->sid, &mc, p) && rdma_join_multicast(p->sid, (struct sockaddr *)&a, p))
 		return flit_err(errno, "rdma multicast: join %s on %s to send: %s", gs, dev_name(p->rid),
 				strerror(errno));
 	if ((err = join_wait(p, p->sid, g->group, &ud))) {
