@@ -170,7 +170,7 @@ static void check_accepted(uint8_t *buf, size_t size,
 	case FLIT_FT_INFO: {
 		struct flit_ctl_info info;
 		flit_ctl_info_get(buf, &info);
-		CHECK(info.mode >= FLIT_MODE_MCAST && info.mode <= FLIT_MODE_RDMA);
+		CHECK(info.mode >= FLIT_MODE_MCAST && info.mode <= FLIT_MODE_RDMA_MCAST);
 		CHECK(info.domain == flit_ctl_domain(buf));
 		sink += info.data_port + info.data_addr + info.ctl_addr +
 			info.ctl_port + info.pid;
@@ -374,14 +374,14 @@ static void fuzz_encoders(const uint8_t *d, size_t size)
 	unsigned nn = input_names(d, size, &rest);
 	struct flit_ctl_info info = {
 		.domain = (uint32_t)next,
-		.mode = (uint8_t)(size & 3),
+		.mode = (uint8_t)(size & 7),
 		.data_port = (uint16_t)trail,
 		.data_addr = (uint32_t)(trail >> 16),
 		.ctl_addr = (uint32_t)next,
 		.ctl_port = (uint16_t)(next >> 32),
 		.pid = (uint32_t)size,
 	};
-	bool mode_ok = info.mode >= FLIT_MODE_MCAST && info.mode <= FLIT_MODE_RDMA;
+	bool mode_ok = info.mode >= FLIT_MODE_MCAST && info.mode <= FLIT_MODE_RDMA_MCAST;
 	got = flit_ctl_info_encode(encbuf, sizeof(encbuf), 5, trail, &info, names, nn);
 	if (!mode_ok || !names_valid(nn, false)) {
 		CHECK(got == 0);
