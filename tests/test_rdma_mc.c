@@ -156,16 +156,13 @@ static int mc_rx_doomed(void *arg, int done_fd)
 
 /* ---- the publisher ------------------------------------------------------------ */
 
-/* Send j->count messages to n started receivers, batched, within the rate
- * the slowest receiver under emulation keeps up with; the frames sent and
- * the device's sent packets meanwhile. */
-static void mc_send_all(flit_ctx *ctx, flit_pub *p, const struct mc_job *j, uint64_t from,
-			uint64_t to)
+/* Send messages [from, to) of sequence-numbered payloads of j->size bytes,
+ * then flush. */
+static void mc_send_all(flit_pub *p, const struct mc_job *j, uint64_t from, uint64_t to)
 {
 	for (uint64_t i = from; i < to; i++)
 		CHECK(send_one(p, NULL, i, j->size, 60000, NULL), "message %llu stuck", (unsigned long long)i);
 	CHECK(flush_all(p, 30000), "flush");
-	(void)ctx;
 }
 
 #define PUB_CFG "batch = true\nudp.rate_limit = 40M\nudp.retain = 256M\nudp.retain_ms = 60000\n"
@@ -189,7 +186,7 @@ static int fan_out(unsigned nrx, unsigned loss)
 		CHECK(kid_signalled(&k[i], 30000), "receiver %u had no BOS", i);
 	long long sent0 = port_counter("sent_pkts");
 	uint64_t t0 = tl_now_ms();
-	mc_send_all(ctx, p, &j, 0, j.count);
+	mc_send_all(p, &j, 0, j.count);
 	struct flit_counters c = { .sz = sizeof(c) };
 	CHECK(flit_ctx_counters(ctx, &c) == 0 && c.msgs_sent == j.count, "counted %llu sent",
 	      (unsigned long long)c.msgs_sent);
@@ -256,16 +253,16 @@ static int case_join_and_die(void)
 	CHECK(wait_receivers(p, NULL, 2, 30000), "%d of 2 receivers joined", flit_pub_receivers(p));
 	CHECK(kid_signalled(&a, 30000), "the first receiver had no BOS");
 	uint64_t half = full.count / 2;
-	mc_send_all(ctx, p, &full, 0, half / 2);
+	mc_send_all(p, &full, 0, half / 2);
 	/* the doomed one has had some: it dies mid-stream */
 	CHECK(kid_signalled(&d, 60000), "the doomed receiver had no messages");
 	kill(d.pid, SIGKILL);
 	CHECK(kid_wait(&d, 10000) == 128 + SIGKILL, "the doomed receiver did not die");
-	mc_send_all(ctx, p, &full, half / 2, half);
+	mc_send_all(p, &full, half / 2, half);
 	/* a receiver joins the running session */
 	kid_start(&b);
 	CHECK(kid_signalled(&b, 60000), "the joining receiver had no BOS");
-	mc_send_all(ctx, p, &full, half, full.count);
+	mc_send_all(p, &full, half, full.count);
 	CHECK(kid_signalled(&a, 300000) && kid_signalled(&b, 300000), "a receiver did not get the last message");
 	flit_pub_close(p);
 	int sa = kid_wait(&a, 30000), sb = kid_wait(&b, 30000);

@@ -295,7 +295,7 @@ EOF
 # The publisher's CPU time and rate are flit-pub -v's: its process's, from
 # the first send to the flush; the receivers check that each got every
 # message.  Both sides walk the same runs: size, round, mode.
-fan2_runs() {   # prints "K SIZE ROUND MODE" per run
+fan_runs() {    # prints "K SIZE ROUND MODE" per run, the order alternating by round
 	local k=0 size round m order
 	for size in $SIZES; do
 		for ((round = 1; round <= ROUNDS; round++)); do
@@ -331,7 +331,7 @@ if [ -n "$FANOUT" ] && [ -n "$ROLE" ]; then
 				echo "  warning: run $k: receiver $i got $(grep -c ' len=' "$work/sub-$k-$i") of $COUNT;" \
 				     "$(grep -v ' len=' "$work/sub-$k-$i" | head -3 | tr '\n' ' ')" >&2
 			done
-		done <<<"$(fan2_runs)"
+		done <<<"$(fan_runs)"
 		exit 0
 	fi
 	echo "fan-out publisher: flit-pub -t rdma, $COUNT messages a run to $FANOUT receivers at $PEER; rounds alternate the order"
@@ -361,18 +361,15 @@ open(out, "a").write(json.dumps(row) + "\n")
 print(f" {row['cpu_ns_per_msg']:.0f} ns/msg", end="")
 EOF
 		echo
-	done <<<"$(fan2_runs)"
+	done <<<"$(fan_runs)"
 fi
 if [ -n "$FANOUT" ] && [ -z "$ROLE" ]; then
 	echo "fan-out: one publisher (CPU $CPU_A), $FANOUT receivers; flit-thru -t rdma, $COUNT messages a run$([ -n "$BATCH" ] && echo ", batched"); rounds alternate the order"
-	for size in $SIZES; do
-		for ((round = 1; round <= ROUNDS; round++)); do
-			printf '  size %5s round %d:' "$size" "$round"
-			if [ $((round % 2)) = 1 ]; then order="rc multicast"; else order="multicast rc"; fi
-			for m in $order; do printf ' %s' "$m"; fan_run "$size" "$m" "$round"; done
-			echo
-		done
-	done
+	while read -r k size round m; do
+		printf '  size %5s round %d: %s' "$size" "$round" "$m"
+		fan_run "$size" "$m" "$round"
+		echo
+	done <<<"$(fan_runs)"
 fi
 if [ -n "$FANOUT" ]; then
 	echo

@@ -339,9 +339,8 @@ int flit_ctx_describe(const flit_ctx *ctx, const char *transport, char *buf, siz
 	for (unsigned k = (unsigned)i; k < NTRANSPORTS; k++) {
 		if (!ctx->tp[k] || strcmp(transports[k]->name, transport))
 			continue;
-		int w = snprintf(buf + ((size_t)n < len ? n : (int)len), (size_t)n < len ? len - (size_t)n : 0,
-				 "%s%s", n ? "; " : "", tp_desc(ctx, k));
-		n += w;
+		size_t at = (size_t)n < len ? (size_t)n : len;
+		n += snprintf(buf ? buf + at : NULL, len - at, "%s%s", n ? "; " : "", tp_desc(ctx, k));
 	}
 	if (!n)
 		return flit_err(ENOENT, "flit_ctx_describe: transport '%s' is not open in this context", transport);

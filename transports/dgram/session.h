@@ -30,8 +30,9 @@
  * gets it; its INFO has mode FLIT_MODE_RDMA_MCAST (udp and xdp contexts
  * leave such sessions alone, as this one leaves theirs).  Everything else
  * (NAKs, retransmissions, heartbeats, joins, resolution) goes over the
- * kernel sockets as for udp: the group:port sockets stay and are read every
- * poll beside the UD queue.
+ * kernel sockets as for udp: the group:port sockets stay, and the poll reads
+ * them when the UD queue has been empty for XK_IDLE_POLLS polls and at
+ * housekeeping, as xdp reads its kernel sockets.
  *
  * The xdp transport is this code with an AF_XDP data path
  * (transports/xdp/xdp_path.h): DATA and session control frames on the flows

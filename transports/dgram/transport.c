@@ -739,10 +739,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	     (tp->ud && !tp->ud_im && !flit_ud_path_rx_pending(tp->ud))) &&
 	    ++tp->xk_idle < XK_IDLE_POLLS && !tp->dirty)
 		return 0;
-	/* rdma multicast: its kernel sockets (heartbeats, retransmissions)
-	 * are read on the polls that find the UD queue empty (every
-	 * XK_IDLE_POLLS-th of a run of them) and at housekeeping */
-	bool ud_socks = tp->ud && (tp->ud_im || tp->xk_idle >= XK_IDLE_POLLS);
+	const bool idle_tick = tp->xk_idle >= XK_IDLE_POLLS;
 	tp->xk_idle = 0;
 	tp->in_poll = true;
 	now = mono();
@@ -765,9 +762,12 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 			else if (n < 0)
 				err = n;
 		}
-		if (tp->ud && !ud_socks && now >= tp->next_house)
-			ud_socks = true;
-		for (struct rsock *r = tp->socks; r && total < limit && (!tp->ud || ud_socks); r = r->next) {
+		/* rdma multicast reads its kernel sockets (heartbeats,
+		 * retransmissions) on the XK_IDLE_POLLS-th of a run of polls
+		 * that found the UD queue empty, and at housekeeping; udp on
+		 * every poll (and rdma multicast too under a test impairment) */
+		const bool socks = !tp->ud || tp->ud_im || idle_tick || now >= tp->next_house;
+		for (struct rsock *r = socks ? tp->socks : NULL; r && total < limit; r = r->next) {
 			if (!r->refs)
 				continue; /* released during this poll */
 			int n = dg_drain(tp, r->io, &r->want, limit - total, now);

@@ -5,9 +5,10 @@
  * One rdma_cm id bound to the local address owns the queue pair (UD, its
  * qkey rdma_cm's RDMA_UDP_QKEY); joining a group on it attaches the queue
  * pair (librdmacm does, on the join's event).  A second id, without a queue
- * pair, joins the groups we send to: its join gives the address handle,
- * remote QPN (0xffffff) and qkey to send with, and attaches nothing, so a
- * source does not receive its own datagrams.
+ * pair, joins the groups we send to as a send-only member: its join gives
+ * the address handle, remote QPN (0xffffff) and qkey to send with, attaches
+ * nothing (a source does not receive its own datagrams) and, on RoCE, joins
+ * no IP group (the kernel loops nothing back to a host without receivers).
  *
  * Receive buffers: `depth` of them, each the 40-byte GRH area and the path
  * MTU, registered once, posted at open.  A receive hands out views of the
@@ -37,6 +38,9 @@
 #define RX_POLL_MAX 64u
 #define MAX_GROUPS  64u
 #define JOIN_WAIT_MS 5000
+
+/* the first 12 bytes of an IPv4-mapped GID (::ffff:a.b.c.d) */
+static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 struct ud_group {
 	struct in_addr group;
@@ -68,7 +72,6 @@ struct flit_ud_path {
 	pthread_mutex_t lock;        /* sends, joins (the event channel) */
 	struct ud_group groups[MAX_GROUPS];
 	unsigned ngroups;
-	struct flit_ud_stats st;
 	char desc[256];
 };
 
@@ -113,8 +116,8 @@ static int post_recv(struct flit_ud_path *p, const uint64_t *slots, unsigned n)
 	return 0;
 }
 
-/* Wait for the join (or leave-free) event of `id` for `group`: 0, or
- * -errno with the reason.  Lock held. */
+/* Wait for the join event of `id` for `group`: 0, or -errno with the
+ * reason.  Lock held. */
 static int join_wait(struct flit_ud_path *p, struct rdma_cm_id *id, struct in_addr group,
 		     struct rdma_ud_param *out)
 {
@@ -159,7 +162,6 @@ static int join_wait(struct flit_ud_path *p, struct rdma_cm_id *id, struct in_ad
 
 int flit_ud_path_default_addr(struct in_addr *out, char *dev, size_t devlen)
 {
-	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	struct ibv_device **l;
 	int n = 0;
 	bool found = false;
@@ -351,32 +353,44 @@ static void group_gc(struct flit_ud_path *p, struct ud_group *g)
 	*g = p->groups[--p->ngroups];
 }
 
-int flit_ud_path_join(struct flit_ud_path *p, struct in_addr group)
+/* Join `group` on `id` (send_only: as a send-only member, where the kernel
+ * takes the flag; an older one makes it a full member) and wait for the
+ * answer (its parameters in *out, if given): 0, or -errno with the reason
+ * and nothing left joined.  Lock held. */
+static int join(struct flit_ud_path *p, struct rdma_cm_id *id, struct in_addr group, bool send_only,
+		struct rdma_ud_param *out)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr = group };
+	struct rdma_cm_join_mc_attr_ex mc = {
+		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+		.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+		.addr = (struct sockaddr *)&a,
+	};
 	char gs[INET_ADDRSTRLEN];
+	int err;
+
+	if ((!send_only || rdma_join_multicast_ex(id, &mc, p)) &&
+	    rdma_join_multicast(id, (struct sockaddr *)&a, p)) {
+		ip_str(group, gs, sizeof(gs));
+		return flit_err(errno, "rdma multicast: join %s on %s%s: %s", gs, dev_name(p->rid),
+				send_only ? " to send" : "", strerror(errno));
+	}
+	if ((err = join_wait(p, id, group, out)))
+		rdma_leave_multicast(id, (struct sockaddr *)&a);
+	return err;
+}
+
+int flit_ud_path_join(struct flit_ud_path *p, struct in_addr group)
+{
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
 	struct ud_group *g = group_of(p, group, true);
 	if (!g) {
 		err = flit_err(EMFILE, "rdma multicast: more than %u groups on one context", MAX_GROUPS);
-	} else if (g->rx_refs++ == 0) {
-		if (rdma_join_multicast(p->rid, (struct sockaddr *)&a, p)) {
-			ip_str(group, gs, sizeof(gs));
-			err = flit_err(errno, "rdma multicast: join %s on %s: %s", gs, dev_name(p->rid),
-				       strerror(errno));
-		} else {
-			err = join_wait(p, p->rid, group, NULL);
-			if (err)
-				rdma_leave_multicast(p->rid, (struct sockaddr *)&a);
-		}
-		if (err) {
-			g->rx_refs = 0;
-			group_gc(p, g);
-		} else {
-			p->st.groups_rx++;
-		}
+	} else if (g->rx_refs++ == 0 && (err = join(p, p->rid, group, false, NULL))) {
+		g->rx_refs = 0;
+		group_gc(p, g);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return err;
@@ -390,38 +404,26 @@ void flit_ud_path_leave(struct flit_ud_path *p, struct in_addr group)
 	struct ud_group *g = group_of(p, group, false);
 	if (g && g->rx_refs && --g->rx_refs == 0) {
 		rdma_leave_multicast(p->rid, (struct sockaddr *)&a);
-		p->st.groups_rx--;
 		group_gc(p, g);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Join `g` for sending.  Lock held. */
+/* Join `g` for sending, as a send-only member: no IGMP join, so where no
+ * receiver of this host joined the group the kernel loops no copy of each
+ * send back to it.  Lock held. */
 static int tx_join(struct flit_ud_path *p, struct ud_group *g)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr = g->group };
 	struct rdma_ud_param ud;
-	char gs[INET_ADDRSTRLEN];
 	int err;
 
-	ip_str(g->group, gs, sizeof(gs));
-	/* a send-only member: no IGMP join, so where no receiver of this
-	 * host joined the group the kernel loops no copy of each send back
-	 * to it (an older kernel refuses the flag: a full member then) */
-	struct rdma_cm_join_mc_attr_ex mc = {
-		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
-		.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
-		.addr = (struct sockaddr *)&a,
-	};
-	if (rdma_join_multicast_ex(p->sid, &mc, p) && rdma_join_multicast(p->sid, (struct sockaddr *)&a, p))
-		return flit_err(errno, "rdma multicast: join %s on %s to send: %s", gs, dev_name(p->rid),
-				strerror(errno));
-	if ((err = join_wait(p, p->sid, g->group, &ud))) {
-		rdma_leave_multicast(p->sid, (struct sockaddr *)&a);
+	if ((err = join(p, p->sid, g->group, true, &ud)))
 		return err;
-	}
 	g->ah = ibv_create_ah(p->pd, &ud.ah_attr);
 	if (!g->ah) {
+		char gs[INET_ADDRSTRLEN];
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr = g->group };
+		ip_str(g->group, gs, sizeof(gs));
 		err = flit_err(errno, "rdma multicast: address handle for %s on %s: %s", gs,
 			       dev_name(p->rid), strerror(errno));
 		rdma_leave_multicast(p->sid, (struct sockaddr *)&a);
@@ -430,7 +432,6 @@ static int tx_join(struct flit_ud_path *p, struct ud_group *g)
 	g->qpn = ud.qp_num;
 	g->qkey = ud.qkey;
 	g->tx = true;
-	p->st.groups_tx++;
 	return 0;
 }
 
@@ -486,8 +487,7 @@ int flit_ud_path_send(struct flit_ud_path *p, struct in_addr group, const void *
 	if (p->s_head - p->s_tail >= SEND_SLOTS - 1)
 		tx_reap(p);
 	if (p->s_head - p->s_tail >= SEND_SLOTS - 1) {
-		p->st.tx_full++;
-		err = 0;
+		err = 0; /* every slot in flight */
 		goto out;
 	}
 	uint64_t i = p->s_head;
@@ -504,7 +504,6 @@ int flit_ud_path_send(struct flit_ud_path *p, struct in_addr group, const void *
 		goto out;
 	}
 	p->s_head++;
-	p->st.tx++;
 	err = 1;
 	if ((p->s_head & (SIG_EVERY - 1)) == 0)
 		tx_reap(p);
@@ -522,7 +521,6 @@ static uint32_t sender_of(const uint8_t *grh)
 	if ((grh[20] >> 4) == 4) {
 		memcpy(&a, grh + 20 + 12, 4);
 	} else if ((grh[0] >> 4) == 6) {
-		static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 		if (!memcmp(grh + 8, v4mapped, 12))
 			memcpy(&a, grh + 20, 4);
 	}
@@ -567,22 +565,12 @@ int flit_ud_path_recv(void *arg, struct flit_dgram *d, unsigned n)
 	for (int i = 0; i < got; i++) {
 		uint8_t *b = p->rbuf + wc[i].wr_id * p->rsz;
 		p->lent[p->nlent++] = wc[i].wr_id;
-		if (wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len < GRH_LEN) {
-			p->st.rx_errors++;
-			continue;
-		}
+		if (wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len < GRH_LEN)
+			continue; /* a receive in error: its buffer goes back */
 		d[k] = (struct flit_dgram){ .buf = b + GRH_LEN, .len = wc[i].byte_len - GRH_LEN };
 		d[k].addr.sin_family = AF_INET;
 		d[k].addr.sin_addr.s_addr = (wc[i].wc_flags & IBV_WC_GRH) ? sender_of(b) : 0;
 		k++;
 	}
-	p->st.rx += k;
 	return (int)k;
-}
-
-void flit_ud_path_stats(struct flit_ud_path *p, struct flit_ud_stats *out)
-{
-	pthread_mutex_lock(&p->lock);
-	*out = p->st;
-	pthread_mutex_unlock(&p->lock);
 }

@@ -27,14 +27,6 @@
 
 struct flit_ud_path;
 
-struct flit_ud_stats {
-	uint64_t rx, tx;          /* datagrams received / sent */
-	uint64_t rx_errors;       /* receive completions in error (dropped) */
-	uint64_t tx_full;         /* sends refused: every send slot in flight */
-	unsigned groups_rx;       /* groups joined to receive */
-	unsigned groups_tx;       /* groups joined to send to */
-};
-
 #ifdef FLIT_HAVE_RDMA
 
 /* A UD queue pair on the RDMA device of the local IPv4 address `local`
@@ -77,8 +69,6 @@ int flit_ud_path_recv(void *p, struct flit_dgram *d, unsigned n);
  * user memory)?  What it polled, the next recv returns first. */
 bool flit_ud_path_rx_pending(struct flit_ud_path *p);
 
-void flit_ud_path_stats(struct flit_ud_path *p, struct flit_ud_stats *out);
-
 #else /* built without libibverbs/librdmacm: the path never opens */
 
 #include <errno.h>
@@ -99,8 +89,6 @@ static inline int flit_ud_path_send(struct flit_ud_path *p, struct in_addr g, co
 static inline int flit_ud_path_recv(void *p, struct flit_dgram *d, unsigned n)
 { (void)p; (void)d; (void)n; return -EPROTONOSUPPORT; }
 static inline bool flit_ud_path_rx_pending(struct flit_ud_path *p) { (void)p; return false; }
-static inline void flit_ud_path_stats(struct flit_ud_path *p, struct flit_ud_stats *o)
-{ (void)p; (void)o; }
 
 #endif /* FLIT_HAVE_RDMA */
 
