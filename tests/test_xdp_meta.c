@@ -48,6 +48,15 @@
  *
  * Pins go to the global bpffs under the per-process interface names.  Needs
  * root (namespaces, bpffs, XDP, AF_XDP): a skip without.
+ *
+ * Kernel hazard: Linux 6.18 can fault in __bpf_prog_offload_destroy (called
+ * by bpf_dev_bound_netdev_unregister from cleanup_net) when a namespace whose
+ * device a device-bound program is bound to goes while that program is still
+ * being freed; every later rtnl user then hangs.  The test ends by detaching
+ * everything, waiting until no device-bound program of flit's is alive, and
+ * deleting its devices itself, before the namespaces go.  On 6.18 it is
+ * still a skip unless FLIT_TEST_XDP_META_FORCE=1: a fault takes the host's
+ * networking down for every test after it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,6 +79,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -713,9 +723,57 @@ static int skip_all(const char *why)
 	return 77;
 }
 
+/* How many programs named flit_xdp_ts or flit_probe (flit's device-bound
+ * ones) are alive in the system, -1 if they cannot be listed. */
+static int dev_bound_alive(void)
+{
+	uint32_t id = 0;
+	int n = 0;
+
+	while (!bpf_prog_get_next_id(id, &id)) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;       /* gone meanwhile */
+		memset(&info, 0, sizeof(info));
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+		    (!strcmp(info.name, "flit_xdp_ts") || !strcmp(info.name, "flit_probe")))
+			n++;
+		close(fd);
+	}
+	return errno == ENOENT ? n : -1;
+}
+
+/* Detach everything, wait (up to 5 s) until no device-bound program of
+ * flit's is alive, then delete the devices: see the kernel hazard above. */
+static int end_cleanly(int rc)
+{
+	int alive = 0;
+
+	in_a();
+	detach_all();
+	for (int i = 0; i < 500 && (alive = dev_bound_alive()) > 0; i++)
+		usleep(10 * 1000);
+	if (alive > 0)
+		printf("# %d device-bound program(s) of flit's still alive after 5 s\n",
+		       alive);
+	sh("ip link del %s 2>/dev/null; ip link del %s 2>/dev/null", ifa, ifc);
+	return rc;
+}
+
+static bool kernel_6_18(void)
+{
+	struct utsname u;
+
+	return !uname(&u) && !strncmp(u.release, "6.18.", 5);
+}
+
 static int setup_topology(void)
 {
 	int id = (int)(getpid() % 100000);
+	const char *force = getenv("FLIT_TEST_XDP_META_FORCE");
 
 	snprintf(ifa, sizeof(ifa), "xm%da", id);
 	snprintf(ifb, sizeof(ifb), "xm%db", id);
@@ -723,6 +781,11 @@ static int setup_topology(void)
 	snprintf(ifd, sizeof(ifd), "xm%dd", id);
 	if (geteuid() != 0)
 		return skip_all("needs root (network namespaces, bpffs, XDP, AF_XDP)");
+	if (kernel_6_18() && !(force && !strcmp(force, "1")))
+		return skip_all("Linux 6.18 can fault in __bpf_prog_offload_destroy when a "
+				"namespace with a device-bound XDP program goes, and then "
+				"hangs every later network test (FLIT_TEST_XDP_META_FORCE=1 "
+				"runs it anyway)");
 	int fd = socket(AF_XDP, SOCK_RAW, 0);
 	if (fd < 0) {
 		char why[128];
@@ -788,5 +851,5 @@ int main(void)
 		T(tx_metadata_completions_carry_software_stamps),
 		T(without_tx_timestamps_there_are_none),
 	};
-	return cmocka_run_group_tests_name("xdp_meta", tests, NULL, NULL);
+	return end_cleanly(cmocka_run_group_tests_name("xdp_meta", tests, NULL, NULL));
 }

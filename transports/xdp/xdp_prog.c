@@ -593,11 +593,41 @@ struct ifstate {
 				 * another program) */
 };
 
+/* The name and id of the program with this id.  Through a file descriptor
+ * closed again here: libxdp 1.3's xdp_program__from_id() keeps a duplicate of
+ * the descriptor it opens and never closes the original, so every read of a
+ * single program through it leaked a reference, and a detached program lived
+ * until the process exited (a device-bound one then outlived its device: on
+ * 6.18 a namespace's teardown faulted in __bpf_prog_offload_destroy). */
+static int prog_name_of(const char *ifname, uint32_t id, char *name, size_t len)
+{
+	struct bpf_prog_info info;
+	__u32 ilen = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id), err = 0;
+
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return -ENOENT;         /* gone meanwhile */
+		return sys_err(errno, "reading XDP program id %u on %s", id, ifname);
+	}
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &ilen))
+		err = sys_err(errno, "reading XDP program id %u on %s", id, ifname);
+	else
+		snprintf(name, len, "%s", info.name);
+	close(fd);
+	return err;
+}
+
+/* What is attached to s->ifindex.  A single program is read by netlink and
+ * its own info; libxdp is asked only about its dispatcher (several programs
+ * in run order, their priorities and chain-call actions). */
 static int read_attached(struct ifstate *s)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
 	struct xdp_multiprog *mp;
 	struct xdp_program *p;
+	uint32_t id;
 	int err;
 
 	err = bpf_xdp_query((int)s->ifindex, 0, &q);
@@ -605,6 +635,24 @@ static int read_attached(struct ifstate *s)
 		return sys_err(-err, "querying XDP on %s", s->ifname);
 	if (q.attach_mode == XDP_ATTACHED_NONE)
 		return 0;
+	/* one mode's program: native before generic before offloaded */
+	id = q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id ? q.skb_prog_id :
+		q.hw_prog_id ? q.hw_prog_id : q.prog_id;
+	s->mode = id == q.skb_prog_id && !q.drv_prog_id ?
+		FLIT_XDP_MODE_SKB : FLIT_XDP_MODE_NATIVE;
+	err = prog_name_of(s->ifname, id, s->main_name, sizeof(s->main_name));
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	if (strcmp(s->main_name, "xdp_dispatcher")) {
+		s->attached = true;
+		s->main_id = id;
+		s->ids[0] = id;
+		memcpy(s->names[0], s->main_name, sizeof(s->names[0]));
+		s->nids = 1;
+		return 0;
+	}
 
 	mp = xdp_multiprog__get_from_ifindex((int)s->ifindex);
 	err = (int)libxdp_get_error(mp);
@@ -616,13 +664,7 @@ static int read_attached(struct ifstate *s)
 	s->multiprog = !xdp_multiprog__is_legacy(mp);
 	s->mode = xdp_multiprog__attach_mode(mp) == XDP_MODE_SKB ?
 		FLIT_XDP_MODE_SKB : FLIT_XDP_MODE_NATIVE;
-	p = xdp_multiprog__main_prog(mp);
-	if (!p)         /* only a hardware-offloaded program */
-		p = xdp_multiprog__hw_prog(mp);
-	if (p) {
-		s->main_id = xdp_program__id(p);
-		snprintf(s->main_name, sizeof(s->main_name), "%s", xdp_program__name(p));
-	}
+	s->main_id = id;
 	if (!s->multiprog) {
 		s->ids[0] = s->main_id;
 		memcpy(s->names[0], s->main_name, sizeof(s->names[0]));
@@ -1561,14 +1603,18 @@ int flit_xdp_attach_flags(const char *ifname, enum flit_xdp_mode mode,
  * still that program (XDP_FLAGS_REPLACE with its fd). */
 static int detach_id(const char *ifname, const struct ifstate *s, uint32_t id)
 {
-	struct xdp_program *p = xdp_program__from_id(id);
-	int err = (int)libxdp_get_error(p);
+	int err;
 
-	if (!err) {
-		err = xdp_program__detach(p, (int)s->ifindex, to_libxdp_mode(s->mode), 0);
-		xdp_program__close(p);
-	}
-	if (err && !s->multiprog) {
+	if (s->multiprog) {
+		struct xdp_program *p = xdp_program__from_id(id);
+
+		err = (int)libxdp_get_error(p);
+		if (!err) {
+			err = xdp_program__detach(p, (int)s->ifindex,
+						  to_libxdp_mode(s->mode), 0);
+			xdp_program__close(p);
+		}
+	} else {
 		LIBBPF_OPTS(bpf_xdp_attach_opts, o);
 		__u32 flags = XDP_FLAGS_REPLACE | (s->mode == FLIT_XDP_MODE_SKB ?
 			XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE);
