@@ -158,7 +158,8 @@ struct flit_wire_hdr {
 #define FLIT_T_DATA      1
 #define FLIT_T_CTL_LAST  8      /* types 2..8: control frames (8: LATE) */
 #define FLIT_F_TS        0x0001
-#define FLIT_F_KNOWN     0x0003 /* TS | RETX */
+#define FLIT_F_TSEQ      0x0004 /* each message carries its topic's number */
+#define FLIT_F_KNOWN     0x0007 /* TS | RETX | TSEQ */
 #define FLIT_HDR_LEN     24
 #define FLIT_MSG_LEN_MAX 0x00ffffffu
 
@@ -291,7 +292,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		count(FLIT_XDP_WALK_LIMIT);
 		return FLIT_XDP_REDIRECTED;
 	}
-	__u32 mh = (flags & FLIT_F_TS) ? 16 : 8;
+	__u32 mh = 8 + ((flags & FLIT_F_TS) ? 8 : 0) + ((flags & FLIT_F_TSEQ) ? 8 : 0);
 	__u32 off = FLIT_HDR_LEN;       /* of the next message, in the frame */
 	struct flit_xdp_topic_key tkey = { .session = session };
 

@@ -48,7 +48,7 @@
 #ifndef FLIT_XDP_H
 #define FLIT_XDP_H
 
-#define FLIT_XDP_VERSION 3
+#define FLIT_XDP_VERSION 4
 
 #define FLIT_XDP_FLOWS_MAX    1024
 #define FLIT_XDP_XSKS_MAX     64    /* slots in xsks */

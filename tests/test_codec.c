@@ -868,7 +868,22 @@ static const uint8_t golden_nots[56] = {
 	'!', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 };
 
+/* docs/PROTOCOL.md, the same messages in a session of several topics, no
+ * TS: flag TSEQ, topic numbers 12 and 3. */
+static const uint8_t golden_tseq[72] = {
+	0x46, 0x4c, 0x01, 0x01, 0x04, 0x00, 0x02, 0x00,
+	0x48, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a,
+	0xe8, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x07, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00,
+	0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* tseq 12 */
+	'h', 'e', 'l', 'l', 'o', 0x00, 0x00, 0x00,
+	0x08, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+	0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* tseq 3 */
+	'!', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
 static const uint32_t g_topics[2] = { 7, 8 };
+static const uint64_t g_tseq[2] = { 12, 3 };
 static const uint32_t g_lens[2] = { 5, 1 };
 static const void *const g_payloads[2] = { "hello", "!" };
 static const uint64_t g_ts[2] = { 1700000000123456789ull,
@@ -882,8 +897,11 @@ static void golden_check(uint16_t flags, const uint8_t *golden, size_t glen)
 	struct flit_wmsg m;
 
 	memset(f, 0xcc, sizeof(f));
-	size_t n = flit_frame_encode(f, sizeof(f), flags, 0x1a2b3c4d, 1000, 2,
-				     g_topics, g_payloads, g_lens, g_ts);
+	size_t n = (flags & FLIT_FF_TSEQ) ?
+		flit_frame_encode_tseq(f, sizeof(f), flags, 0x1a2b3c4d, 1000, 2,
+				       g_topics, g_payloads, g_lens, g_ts, g_tseq) :
+		flit_frame_encode(f, sizeof(f), flags, 0x1a2b3c4d, 1000, 2,
+				  g_topics, g_payloads, g_lens, g_ts);
 	assert_int_equal(n, glen);
 	assert_memory_equal(f, golden, glen);
 
@@ -899,6 +917,7 @@ static void golden_check(uint16_t flags, const uint8_t *golden, size_t glen)
 		assert_int_equal(m.topic, g_topics[i]);
 		assert_int_equal(m.len, g_lens[i]);
 		assert_int_equal(m.seq, 1000 + i);
+		assert_int_equal(m.tseq, (flags & FLIT_FF_TSEQ) ? g_tseq[i] : 1000 + i);
 		assert_int_equal(m.ts, (flags & FLIT_FF_TS) ? g_ts[i] : 0);
 		assert_memory_equal(m.data, g_payloads[i], g_lens[i]);
 	}
@@ -913,6 +932,48 @@ static void encode_matches_protocol_doc_golden_bytes(void **state)
 static void encode_without_ts_matches_protocol_doc_golden_bytes(void **state)
 {
 	golden_check(0, golden_nots, sizeof(golden_nots));
+}
+
+static void encode_with_topic_numbers_matches_protocol_doc_golden_bytes(void **state)
+{
+	golden_check(FLIT_FF_TSEQ, golden_tseq, sizeof(golden_tseq));
+}
+
+/* Both flags: ts, then tseq, per message; the one-message writer and the
+ * header writer give the encoder's bytes; without TSEQ flag the encoder
+ * refuses topic numbers it would drop. */
+static void topic_numbers_follow_the_timestamp(void **state)
+{
+	uint8_t f[128], g[128];
+	struct flit_frame_hdr h;
+	struct flit_frame_iter it;
+	struct flit_wmsg m;
+	uint16_t fl = FLIT_FF_TS | FLIT_FF_TSEQ;
+
+	size_t n = flit_frame_encode_tseq(f, sizeof(f), fl, 0x1a2b3c4d, 1000, 1,
+					  g_topics, g_payloads, g_lens, g_ts, g_tseq);
+	assert_int_equal(n, 24 + 8 + 8 + 8 + 8);
+	assert_int_equal(flit_msg_hdr_len(fl), 24);
+	assert_int_equal(flit_ld64(f + 32), g_ts[0]);
+	assert_int_equal(flit_ld64(f + 40), g_tseq[0]);
+	assert_int_equal(flit_frame_validate(f, n, &h), FLIT_FE_OK);
+	flit_frame_iter_init(&it, f, &h);
+	assert_true(flit_frame_iter_next(&it, &m));
+	assert_int_equal(m.tseq, 12);
+	assert_int_equal(m.ts, g_ts[0]);
+	assert_memory_equal(m.data, "hello", 5);
+
+	memset(g, 0xcc, sizeof(g));
+	uint8_t *pl = flit_frame_put_single_tseq(g, 0x1a2b3c4d, 1000, 7, 5, true, g_ts[0], 12);
+	memcpy(pl, "hello", 5);
+	assert_memory_equal(g, f, n);
+
+	/* a frame read without its TSEQ flag is refused (the walk no
+	 * longer ends at len) */
+	flit_st16(f + 4, FLIT_FF_TS);
+	assert_int_not_equal(flit_frame_validate(f, n, &h), FLIT_FE_OK);
+	assert_int_equal(flit_frame_encode(g, sizeof(g), fl, 1, 0, 1, g_topics, g_payloads,
+					   g_lens, g_ts), 0);
 }
 
 int main(void)
@@ -952,6 +1013,8 @@ int main(void)
 		cmocka_unit_test(frame_strerr_names_every_code),
 		cmocka_unit_test(encode_matches_protocol_doc_golden_bytes),
 		cmocka_unit_test(encode_without_ts_matches_protocol_doc_golden_bytes),
+		cmocka_unit_test(encode_with_topic_numbers_matches_protocol_doc_golden_bytes),
+		cmocka_unit_test(topic_numbers_follow_the_timestamp),
 	};
 	return cmocka_run_group_tests_name("codec", tests, NULL, NULL);
 }

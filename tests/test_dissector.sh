@@ -2,10 +2,12 @@
 # The Wireshark dissector tools/wireshark/flit.lua, through tshark.
 #
 # 1. Crafted frames (a pcap written here, no privileges needed): the golden
-#    frames of docs/PROTOCOL.md (DATA with and without timestamps, HB, NAK,
+#    frames of docs/PROTOCOL.md (DATA with and without timestamps and with
+#    topic sequence numbers, HB, NAK,
 #    NCF, INFO, QUERY, JOIN, LATE, JOIN with FLIT_JF_LATE) decode to the values the page gives, found by the
 #    heuristic on any port; corrupt and truncated frames (short header, count
 #    too large, len past the datagram, a payload past the frame, unknown flags,
+#    a frame with topic numbers read without its flag,
 #    odd len, a non-zero reserved byte, a control byte in a name, an empty NAK
 #    range, a trail after seq, 5 bytes) are flagged flit.malformed, each, and
 #    no golden frame is; no Lua error anywhere; version 2 is left to UDP unless
@@ -99,6 +101,9 @@ good = [
                      '2d010000 00 00 0b00 6d642e73796d3030 3330310000000000')),
     ('info_rdma_mc', hx('464c0105 0000 0100 48000000 4d3c2b1a 0000000000000000 de5b3b93 04 00 4138 efc04e09'
                         'c0a83201 409c 0000 92100000 00000000 00 00 0900 6d642e6575727573 6400000000000000')),
+    ('data_tseq', hx('464c 0101 0400 0200 4800 0000 4d3c 2b1a e803 0000 0000 0000 0700 0000 0500 0000'
+                     '0c00 0000 0000 0000 6865 6c6c 6f00 0000 0800 0000 0100 0000 0300 0000 0000 0000'
+                     '2100 0000 0000 0000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -107,7 +112,8 @@ bad = [
     ('count_too_large', d[:6] + b'\x03\x00' + d[8:]),
     ('len_past_datagram', d[:8] + struct.pack('<I', 64) + d[12:]),
     ('payload_past_frame', d[:28] + struct.pack('<I', 200) + d[32:]),
-    ('unknown_flag', d[:4] + b'\x04\x00' + d[6:]),
+    ('unknown_flag', d[:4] + b'\x08\x00' + d[6:]),
+    ('tseq_flag_cleared', g['data_tseq'][:4] + b'\x00\x00' + g['data_tseq'][6:]),
     ('odd_len', d[:8] + struct.pack('<I', 51) + d[12:]),
     ('info_reserved', g['info'][:29] + b'\x01' + g['info'][30:]),
     ('query_control_byte', g['query'][:0x28] + b'\x01' + g['query'][0x29:]),
@@ -181,6 +187,8 @@ check_fields 9 "-e flit.type -e flit.seq -e flit.hb.trail -e flit.late.origin -e
 check_fields 10 "-e flit.type -e flit.flags.leave -e flit.flags.late" "7|0|1" "JOIN asking for LATE"
 check_fields 11 "-e flit.type -e flit.flags.page -e flit.flags.ended -e flit.name.idx -e flit.name.text" \
 	"5|1|0|300,301|md.sym00300,md.sym00301" "INFO page of a shared session"
+check_fields 13 "-e flit.flags.ts -e flit.flags.tseq -e flit.len -e flit.msg.seq -e flit.msg.tseq -e flit.msg.topic -e flit.msg.payload" \
+	"0|1|72|1000,1001|12,3|7,8|68656c6c6f,21" "DATA of a session of several topics: topic sequence numbers"
 # the malformed reasons are named
 ts -r "$tmp/crafted.pcap" -Y flit.malformed -T fields -e _ws.expert.message >"$tmp/reasons.txt"
 for r in FLIT_FE_SHORT FLIT_FE_COUNT FLIT_FE_LEN FLIT_FE_MSG_LEN FLIT_FE_FLAGS FLIT_FE_MSG_FLAGS; do

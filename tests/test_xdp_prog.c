@@ -180,7 +180,7 @@ static size_t data_frame(uint8_t *f, size_t cap, uint16_t flags, uint32_t sess,
 	static uint8_t pay[64][16];
 	const void *pls[64];
 	uint32_t lens[64];
-	uint64_t ts[64];
+	uint64_t ts[64], tseq[64];
 
 	assert_true(n <= 64);
 	for (unsigned i = 0; i < n; i++) {
@@ -189,8 +189,10 @@ static size_t data_frame(uint8_t *f, size_t cap, uint16_t flags, uint32_t sess,
 			pay[i][j] = (uint8_t)(i * 31 + j);
 		pls[i] = pay[i];
 		ts[i] = 1700000000000000000ull + i;
+		tseq[i] = 500 + i;
 	}
-	size_t len = flit_frame_encode(f, cap, flags, sess, 1000, n, topics, pls, lens, ts);
+	size_t len = flit_frame_encode_tseq(f, cap, flags, sess, 1000, n, topics, pls, lens, ts,
+					    tseq);
 	assert_true(len > 0);
 	struct flit_frame_hdr h;
 	assert_int_equal(flit_frame_validate(f, len, &h), FLIT_FE_OK);
@@ -582,7 +584,7 @@ static void data_with_bad_header_is_malformed(void **state)
 	o = run_spec(&(struct pkt_spec){ 0 }, g, fl);
 	expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
 
-	for (unsigned bit = 2; bit < 16; bit++) {    /* unknown flags */
+	for (unsigned bit = 3; bit < 16; bit++) {    /* unknown flags */
 		memcpy(g, f, fl);
 		flit_st16(g + 4, (uint16_t)(1u << bit));
 		o = run_spec(&(struct pkt_spec){ 0 }, g, fl);
@@ -610,6 +612,9 @@ static void known_flags_are_accepted(void **state)
 	struct outcome o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
 	expect(o, XDP_PASS, STEERED_NO_SOCKET);
 	fl = data_frame(f, sizeof(f), FLIT_FF_RETX | FLIT_FF_TS, SESS_FILT, 1, &t);
+	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+	expect(o, XDP_PASS, STEERED_NO_SOCKET);
+	fl = data_frame(f, sizeof(f), FLIT_FF_RETX | FLIT_FF_TS | FLIT_FF_TSEQ, SESS_FILT, 1, &t);
 	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
 	expect(o, XDP_PASS, STEERED_NO_SOCKET);
 }
@@ -709,6 +714,32 @@ static void timestamped_frames_are_walked(void **state)
 	flit_st16(f + 4, 0);
 	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
 	expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
+}
+
+static void frames_with_topic_numbers_are_walked(void **state)
+{
+	uint8_t f[1024];
+	uint32_t t[5] = { T_OTHER, T_OTHER, T_OTHER, T_OTHER, T_OTHER };
+	const uint16_t fl_of[] = { FLIT_FF_TSEQ, FLIT_FF_TSEQ | FLIT_FF_TS };
+
+	for (unsigned k = 0; k < 2; k++) {
+		uint32_t mh = flit_msg_hdr_len(fl_of[k]);
+		t[4] = T_OTHER;
+		size_t fl = data_frame(f, sizeof(f), fl_of[k], SESS_FILT, 5, t);
+		/* a topic number's bytes that look like a wanted topic must
+		 * not count */
+		flit_st64(f + 24 + mh - 8, T_WANTED);
+		struct outcome o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+		t[4] = T_WANTED;
+		fl = data_frame(f, sizeof(f), fl_of[k], SESS_FILT, 5, t);
+		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_PASS, STEERED_NO_SOCKET);
+		/* read without the TSEQ flag: misaligned garbage */
+		flit_st16(f + 4, (uint16_t)(fl_of[k] & ~FLIT_FF_TSEQ));
+		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
+	}
 }
 
 static void walk_reads_at_most_walk_max_messages(void **state)
@@ -1006,6 +1037,7 @@ int main(void)
 		T(frame_of_no_messages_is_filtered),
 		T(batch_with_one_wanted_message_is_steered_whole),
 		T(timestamped_frames_are_walked),
+		T(frames_with_topic_numbers_are_walked),
 		T(walk_reads_at_most_walk_max_messages),
 		T(message_running_past_frame_is_malformed),
 		T(sessions_not_filtering_are_steered_unread),

@@ -38,11 +38,16 @@ enum flit_frame_type {
 /* DATA frame flags */
 #define FLIT_FF_TS        0x0001u /* every message carries a send timestamp */
 #define FLIT_FF_RETX      0x0002u /* a retransmission (same bytes otherwise) */
-#define FLIT_FF_KNOWN     (FLIT_FF_TS | FLIT_FF_RETX)
+#define FLIT_FF_TSEQ      0x0004u /* every message carries its topic's own
+				   * sequence number (a session of several
+				   * topics); without it a message's topic
+				   * sequence number is its session's */
+#define FLIT_FF_KNOWN     (FLIT_FF_TS | FLIT_FF_RETX | FLIT_FF_TSEQ)
 
 #define FLIT_FRAME_HDR_LEN 24u
 #define FLIT_MSG_HDR_LEN   8u
 #define FLIT_MSG_TS_LEN    8u
+#define FLIT_MSG_TSEQ_LEN  8u
 #define FLIT_MSG_LEN_MAX   0x00ffffffu /* 24-bit payload length */
 #define FLIT_FRAME_LEN_MAX 0x7ffffff8u
 
@@ -52,6 +57,15 @@ static inline size_t flit_align8(size_t n) { return (n + 7) & ~(size_t)7; }
 static inline size_t flit_msg_wire_len(size_t len, bool ts)
 {
 	return FLIT_MSG_HDR_LEN + (ts ? FLIT_MSG_TS_LEN : 0) + flit_align8(len);
+}
+
+/* Bytes of a message's header in a frame of these DATA flags: topic and
+ * length, then the send timestamp (FLIT_FF_TS), then the topic sequence
+ * number (FLIT_FF_TSEQ). */
+static inline uint32_t flit_msg_hdr_len(uint16_t flags)
+{
+	return FLIT_MSG_HDR_LEN + ((flags & FLIT_FF_TS) ? FLIT_MSG_TS_LEN : 0) +
+		((flags & FLIT_FF_TSEQ) ? FLIT_MSG_TSEQ_LEN : 0);
 }
 
 static inline uint16_t flit_ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
@@ -123,7 +137,7 @@ static inline enum flit_frame_err flit_frame_check(const void *buf, size_t bufle
 	/* Walk the messages: each header and payload must lie inside the
 	 * frame, and the last one must end exactly at the frame's end. */
 	size_t off = FLIT_FRAME_HDR_LEN;
-	size_t mhdr = FLIT_MSG_HDR_LEN + ((h->flags & FLIT_FF_TS) ? FLIT_MSG_TS_LEN : 0);
+	size_t mhdr = flit_msg_hdr_len(h->flags);
 	for (unsigned i = 0; i < h->count; i++) {
 		if (h->len - off < mhdr)
 			return FLIT_FE_COUNT;
@@ -189,6 +203,33 @@ static inline uint8_t *flit_frame_put_single(uint8_t *f, uint32_t session_id,
 	return pl;
 }
 
+/* flit_frame_put_single() for a session of several topics: the frame has
+ * FLIT_FF_TSEQ and the message carries tseq, its topic's sequence number;
+ * the frame is FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, has_ts) +
+ * FLIT_MSG_TSEQ_LEN bytes. */
+static inline uint8_t *flit_frame_put_single_tseq(uint8_t *f, uint32_t session_id,
+						  uint64_t seq, uint32_t topic,
+						  uint32_t len, bool has_ts, uint64_t ts,
+						  uint64_t tseq)
+{
+	uint32_t mh = FLIT_MSG_HDR_LEN + (has_ts ? FLIT_MSG_TS_LEN : 0);
+	uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, has_ts) +
+				   FLIT_MSG_TSEQ_LEN);
+	uint8_t *pl = f + FLIT_FRAME_HDR_LEN + mh + FLIT_MSG_TSEQ_LEN;
+
+	flit_st64(f, (uint64_t)FLIT_WIRE_MAGIC | (uint64_t)FLIT_WIRE_VERSION << 16 |
+		     (uint64_t)FLIT_FT_DATA << 24 |
+		     (uint64_t)((has_ts ? FLIT_FF_TS : 0) | FLIT_FF_TSEQ) << 32 | 1ull << 48);
+	flit_st64(f + 8, (uint64_t)flen | (uint64_t)session_id << 32);
+	flit_st64(f + 16, seq);
+	flit_st64(f + 24, (uint64_t)topic | (uint64_t)len << 32);
+	if (has_ts)
+		flit_st64(f + 32, ts);
+	flit_st64(f + FLIT_FRAME_HDR_LEN + mh, tseq);
+	flit_zero_pad(pl, len);
+	return pl;
+}
+
 /* Write a message header at msg (the frame's current end) and return the
  * payload pointer.  The caller writes `len` payload bytes there and then calls
  * flit_frame_end_msg().  ts is written only if the frame has FLIT_FF_TS. */
@@ -203,6 +244,18 @@ static inline uint8_t *flit_frame_put_hdr(uint8_t *msg, uint32_t topic,
 		return msg + 16;
 	}
 	return msg + 8;
+}
+
+/* flit_frame_put_hdr() in a frame with FLIT_FF_TSEQ: the message carries
+ * tseq, its topic's sequence number, after the timestamp. */
+static inline uint8_t *flit_frame_put_hdr_tseq(uint8_t *msg, uint32_t topic,
+					       uint32_t len, bool has_ts,
+					       uint64_t ts, uint64_t tseq)
+{
+	uint8_t *q = flit_frame_put_hdr(msg, topic, len, has_ts, ts);
+
+	flit_st64(q, tseq);
+	return q + FLIT_MSG_TSEQ_LEN;
 }
 
 /* Account one message of `len` bytes in the frame header, zeroing the
@@ -226,12 +279,21 @@ size_t flit_frame_encode(void *buf, size_t cap, uint16_t flags,
 			 const uint32_t *topics, const void *const *payloads,
 			 const uint32_t *lens, const uint64_t *ts);
 
+/* flit_frame_encode() with FLIT_FF_TSEQ set in flags: message i carries
+ * tseq[i], its topic's sequence number. */
+size_t flit_frame_encode_tseq(void *buf, size_t cap, uint16_t flags,
+			      uint32_t session_id, uint64_t seq, unsigned n,
+			      const uint32_t *topics, const void *const *payloads,
+			      const uint32_t *lens, const uint64_t *ts,
+			      const uint64_t *tseq);
+
 /* ---- walking a validated frame ---- */
 
 struct flit_wmsg {
 	uint32_t topic;
 	uint32_t len;
-	uint64_t seq;
+	uint64_t seq;     /* the session's */
+	uint64_t tseq;    /* the topic's: seq when the frame has no FLIT_FF_TSEQ */
 	uint64_t ts;      /* 0 when the frame has no timestamps */
 	const uint8_t *data;
 };
@@ -239,7 +301,7 @@ struct flit_wmsg {
 struct flit_frame_iter {
 	const uint8_t *p;
 	unsigned left;
-	bool ts;
+	bool ts, tseq;
 	uint64_t seq;
 };
 
@@ -250,6 +312,7 @@ static inline void flit_frame_iter_init(struct flit_frame_iter *it,
 	it->p = (const uint8_t *)frame + FLIT_FRAME_HDR_LEN;
 	it->left = h->count;
 	it->ts = h->flags & FLIT_FF_TS;
+	it->tseq = h->flags & FLIT_FF_TSEQ;
 	it->seq = h->seq;
 }
 
@@ -269,6 +332,12 @@ static inline bool flit_frame_iter_next(struct flit_frame_iter *it,
 	} else {
 		m->ts = 0;
 		m->data = p + 8;
+	}
+	if (it->tseq) {
+		m->tseq = flit_ld64(m->data);
+		m->data += FLIT_MSG_TSEQ_LEN;
+	} else {
+		m->tseq = m->seq;
 	}
 	it->p = m->data + flit_align8(m->len);
 	it->left--;

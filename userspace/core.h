@@ -105,6 +105,11 @@ struct flit_rx_topic {
 	flit_sub *one;        /* subs[0] when nsubs is 1: a message's delivery
 			       * reads this line alone (10,000 topics: no
 			       * miss on each topic's own array) */
+	/* a session of several topics (frames with FLIT_FF_TSEQ): the topic's
+	 * next number, known from its first message after subscribers
+	 * came; a jump is the topic's loss */
+	uint64_t next_tseq;
+	bool tseq_known;
 };
 
 struct flit_rx_session {
@@ -113,6 +118,9 @@ struct flit_rx_session {
 	bool started;         /* next_seq is meaningful */
 	bool catching_up;     /* delivering what the source retained (late join) */
 	bool rcv_ts;          /* some subscriber wants receive stamps */
+	bool tseq;            /* its frames carry topic numbers (FLIT_FF_TSEQ):
+			       * loss is told per topic, in the topic's
+			       * numbers, not per session */
 	uint64_t next_seq;
 	/* late join: messages below late_until are the retained ones
 	 * (FLIT_MSGF_LATE_JOIN); those below late_from were retained beyond
@@ -155,7 +163,9 @@ int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
 /* One topic of the session ended (a shared session goes on): EOS (flags as
  * above) to its subscribers, the index forgotten.  Returns the events. */
 int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags);
-/* Report messages [first, first + n) of the session as lost. */
+/* Messages [first, first + n) of the session are lost: counted, and told
+ * to every subscriber of its topics, unless its frames carry topic numbers
+ * (rs->tseq): then each topic's next message tells its own loss. */
 int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n);
 
 /* The default frame handler (arg = the context). */

@@ -658,6 +658,16 @@ static void deliver_event(struct flit_rx_session *rs, flit_sub *s,
 	rs->ctx->in_callback--;
 }
 
+/* Where topic t of session rs is, in the topic's numbers (BOS, EOS): the
+ * session's next number unless its frames carry topic numbers; then the
+ * topic's next, 0 before its first message. */
+static uint64_t topic_seq(const struct flit_rx_session *rs, const struct flit_rx_topic *t)
+{
+	if (t->tseq_known)
+		return t->next_tseq;
+	return rs->tseq ? 0 : rs->next_seq;
+}
+
 /* Recompute which subscribers receive topic t of session rs; BOS to the new
  * ones.  Returns the number of subscribers. */
 static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
@@ -678,6 +688,8 @@ static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
 	t->subs = subs;
 	t->nsubs = n;
 	t->one = n == 1 ? subs[0] : NULL;
+	if (!old)
+		t->tseq_known = false;  /* learnt anew from its next message */
 	for (unsigned i = 0; i < n; i++) {
 		bool known = false;
 		for (unsigned j = 0; j < old && !known; j++)
@@ -686,7 +698,7 @@ static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
 			rs->rcv_ts = true;
 		if (!known)
 			deliver_event(rs, subs[i], t->name, FLIT_MSG_BOS, 0,
-				      rs->next_seq, 0);
+				      topic_seq(rs, t), 0);
 	}
 	free(prev);
 	return (int)n;
@@ -735,6 +747,7 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 		t->subs = NULL;
 		t->nsubs = 0;
 		t->one = NULL;
+		t->tseq_known = false;
 		t->name = strdup(name);
 		if (!t->name)
 			return flit_err(ENOMEM, "session: out of memory");
@@ -767,7 +780,7 @@ int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
 		struct flit_rx_topic *t = &rs->topics[i];
 		for (unsigned j = 0; j < t->nsubs; j++, events++)
 			deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS,
-				      flags, rs->next_seq, 0);
+				      flags, topic_seq(rs, t), 0);
 		free(t->subs);
 		free(t->name);
 	}
@@ -790,7 +803,7 @@ int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t
 		return 0;
 	struct flit_rx_topic *t = &rs->topics[idx];
 	for (unsigned j = 0; j < t->nsubs; j++, events++)
-		deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS, flags, rs->next_seq, 0);
+		deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS, flags, topic_seq(rs, t), 0);
 	free(t->subs);
 	free(t->name);
 	*t = (struct flit_rx_topic){ 0 };
@@ -803,12 +816,31 @@ int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
 
 	rs->ctx->rx.msgs_lost += n;
 	rs->ctx->rx.loss_events++;
+	if (rs->tseq)
+		return 0;       /* each topic's next message tells its own */
 	for (uint32_t i = 0; i < rs->ntopics; i++) {
 		struct flit_rx_topic *t = &rs->topics[i];
 		for (unsigned j = 0; j < t->nsubs; j++, events++)
 			deliver_event(rs, t->subs[j], t->name, FLIT_MSG_LOSS, 0,
 				      first, n);
 	}
+	return events;
+}
+
+/* Out of line: a message of topic t whose number is not the topic's next
+ * (a session of several topics): its first since subscribers came, or a
+ * jump, the topic's loss, told to its subscribers in its numbers. */
+static __attribute__((noinline)) int topic_resync(struct flit_rx_session *rs,
+						  struct flit_rx_topic *t, uint64_t tseq)
+{
+	int events = 0;
+
+	if (t->tseq_known && tseq > t->next_tseq) {
+		for (unsigned j = 0; j < t->nsubs; j++, events++)
+			deliver_event(rs, t->subs[j], t->name, FLIT_MSG_LOSS, 0,
+				      t->next_tseq, tseq - t->next_tseq);
+	}
+	t->tseq_known = true;
 	return events;
 }
 
@@ -858,6 +890,10 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 	ctx->rx.frames_received++;
 	if (FLIT_UNLIKELY(h.seq != rs->next_seq || !rs->started))
 		delivered = rx_resync(rs, h.seq);
+	/* topic numbers from the first frame that has them on: loss is then
+	 * told per topic (a gap before that frame, per session, above) */
+	if (FLIT_UNLIKELY((h.flags & FLIT_FF_TSEQ) && !rs->tseq))
+		rs->tseq = true;
 
 	struct flit_msg m;
 	m.kind = FLIT_MSG_DATA;
@@ -912,9 +948,14 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 				rs->catching_up = late = false;
 			}
 		}
+		if (FLIT_UNLIKELY(it.tseq)) {
+			if (FLIT_UNLIKELY(w.tseq != t->next_tseq || !t->tseq_known))
+				delivered += topic_resync(rs, t, w.tseq);
+			t->next_tseq = w.tseq + 1;
+		}
 		m.data = w.data;
 		m.len = w.len;
-		m.seq = w.seq;
+		m.seq = w.tseq;
 		m.send_ts_ns = w.ts;
 		m.topic = t->name;
 		if (FLIT_LIKELY(t->one)) {

@@ -192,7 +192,8 @@ FLIT_API int flit_pub_flush(flit_pub *pub);
 
 /* Largest message the source accepts, in bytes. */
 FLIT_API size_t flit_pub_max_msg(const flit_pub *pub);
-/* Sequence number the next message will carry. */
+/* Sequence number the next message will carry: the topic's own, from 0,
+ * whether or not its transport session carries other topics too. */
 FLIT_API uint64_t flit_pub_next_seq(const flit_pub *pub);
 FLIT_API const char *flit_pub_topic(const flit_pub *pub);
 /* Receivers currently attached to this source where the transport knows
@@ -208,7 +209,9 @@ enum flit_msg_kind {
 	/* The source ended (closed, or its process died: flags has
 	 * FLIT_MSGF_SOURCE_DIED).  Nothing more comes from it. */
 	FLIT_MSG_EOS = 2,
-	/* Messages seq .. seq + lost - 1 of this source cannot be delivered. */
+	/* Messages seq .. seq + lost - 1 of this topic from this source cannot
+	 * be delivered.  In a session of several topics, told when the
+	 * topic's next message shows the jump. */
 	FLIT_MSG_LOSS = 3,
 };
 
@@ -230,7 +233,9 @@ struct flit_msg {
 	const void *data;       /* payload (DATA) */
 	size_t len;
 	const char *topic;
-	uint64_t seq;           /* per-source sequence number */
+	uint64_t seq;           /* the topic's sequence number at its source (BOS
+				 * and EOS: of its next message; 0 when not
+				 * known yet in a session of several topics) */
 	uint64_t lost;          /* LOSS: number of messages lost from seq */
 	uint32_t session_id;    /* the source's session id */
 	const char *source;     /* e.g. "shm:pid=123,session=1a2b3c4d", "udp:10.77.0.1:40123"

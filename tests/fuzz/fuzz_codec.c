@@ -35,6 +35,7 @@
 static uint32_t topics[65536];
 static uint32_t lens[65536];
 static uint64_t tss[65536];
+static uint64_t tseqs[65536];
 static const void *payloads[65536];
 
 static volatile uint64_t sink;
@@ -51,7 +52,7 @@ static bool hdr_eq(const struct flit_frame_hdr *a, const struct flit_frame_hdr *
 static void check_accepted(uint8_t *buf, size_t size,
 			   const struct flit_frame_hdr *h)
 {
-	const bool ts = h->flags & FLIT_FF_TS;
+	const bool ts = h->flags & FLIT_FF_TS, tq = h->flags & FLIT_FF_TSEQ;
 	const uint8_t *end = buf + h->len;
 
 	CHECK(h->version == FLIT_WIRE_VERSION);
@@ -72,8 +73,9 @@ static void check_accepted(uint8_t *buf, size_t size,
 		CHECK(n < h->count);
 		CHECK(m.len <= FLIT_MSG_LEN_MAX);
 		CHECK(m.seq == h->seq + n);
-		CHECK(m.data == buf + wire + FLIT_MSG_HDR_LEN +
-					(ts ? FLIT_MSG_TS_LEN : 0));
+		CHECK(m.data == buf + wire + flit_msg_hdr_len(h->flags));
+		if (!tq)
+			CHECK(m.tseq == m.seq);
 		CHECK(m.data >= buf + FLIT_FRAME_HDR_LEN && m.data <= end);
 		CHECK((size_t)(end - m.data) >= flit_align8(m.len));
 		if (!ts)
@@ -86,8 +88,9 @@ static void check_accepted(uint8_t *buf, size_t size,
 		topics[n] = m.topic;
 		lens[n] = m.len;
 		tss[n] = m.ts;
+		tseqs[n] = m.tseq;
 		payloads[n] = m.data;
-		wire += flit_msg_wire_len(m.len, ts);
+		wire += flit_msg_hdr_len(h->flags) + flit_align8(m.len);
 		n++;
 	}
 	sink += sum;
@@ -114,17 +117,17 @@ static void check_accepted(uint8_t *buf, size_t size,
 			memset(canon + (m.data - canon) + m.len, 0,
 			       flit_align8(m.len) - m.len);
 	}
-	size_t got = flit_frame_encode(out, h->len, h->flags, h->session_id,
-				       h->seq, n, topics, payloads, lens,
-				       ts ? tss : NULL);
+	size_t got = flit_frame_encode_tseq(out, h->len, h->flags, h->session_id,
+					    h->seq, n, topics, payloads, lens,
+					    ts ? tss : NULL, tq ? tseqs : NULL);
 	CHECK(got == h->len);
 	CHECK(memcmp(out, canon, h->len) == 0);
 	CHECK(flit_frame_validate(out, got, &h2) == FLIT_FE_OK);
 	CHECK(hdr_eq(h, &h2));
 	/* One byte less does not fit. */
-	CHECK(flit_frame_encode(out, h->len - 1, h->flags, h->session_id,
-				h->seq, n, topics, payloads, lens,
-				ts ? tss : NULL) == 0);
+	CHECK(flit_frame_encode_tseq(out, h->len - 1, h->flags, h->session_id,
+				     h->seq, n, topics, payloads, lens,
+				     ts ? tss : NULL, tq ? tseqs : NULL) == 0);
 	free(out);
 	free(canon);
 }

@@ -47,6 +47,7 @@ local F = {
 	flags      = ProtoField.uint16("flit.flags", "Flags", base.HEX),
 	flag_ts    = ProtoField.bool("flit.flags.ts", "Send timestamps (FLIT_FF_TS)", 16, nil, 0x0001),
 	flag_retx  = ProtoField.bool("flit.flags.retx", "Retransmission (FLIT_FF_RETX)", 16, nil, 0x0002),
+	flag_tseq  = ProtoField.bool("flit.flags.tseq", "Topic sequence numbers (FLIT_FF_TSEQ)", 16, nil, 0x0004),
 	flag_end   = ProtoField.bool("flit.flags.end", "End of session (FLIT_HBF_END)", 16, nil, 0x0001),
 	flag_leave = ProtoField.bool("flit.flags.leave", "Leave (FLIT_JF_LEAVE)", 16, nil, 0x0001),
 	flag_late  = ProtoField.bool("flit.flags.late", "Late join: answer with LATE", 16, nil, 0x0002),
@@ -64,6 +65,7 @@ local F = {
 	msg_tname  = ProtoField.string("flit.msg.topic_name", "Topic (from INFO)"),
 	msg_len    = ProtoField.uint32("flit.msg.len", "Payload length", base.DEC, nil, 0x00ffffff),
 	msg_flags  = ProtoField.uint32("flit.msg.flags", "Message flags (reserved)", base.HEX, nil, 0xff000000),
+	msg_tseq   = ProtoField.uint64("flit.msg.tseq", "Topic sequence number", base.DEC),
 	msg_ts     = ProtoField.uint64("flit.msg.ts", "Send timestamp (ns since the epoch)", base.DEC),
 	msg_time   = ProtoField.absolute_time("flit.msg.time", "Send time", base.UTC),
 	payload    = ProtoField.bytes("flit.msg.payload", "Payload"),
@@ -224,7 +226,8 @@ end
 
 local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 	local ts = flags % 2 == 1
-	local mh = ts and 16 or 8
+	local tseq = flags % 8 >= 4
+	local mh = 8 + (ts and 8 or 0) + (tseq and 8 or 0)
 	local off = HDR
 	local lens = {}
 	for i = 0, count - 1 do
@@ -240,7 +243,9 @@ local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 		local fits = align8(L) <= flen - off - mh
 		local st = tree:add(F.msg, tvb(off, fits and mh + align8(L) or flen - off))
 		local mseq = seq + i
-		st:set_text(string.format("Message %d: seq %s, topic %d, %d byte%s", i, tostring(mseq), topic, L, L == 1 and "" or "s"))
+		local tsq = tseq and tvb(off + mh - 8, 8):le_uint64() or nil
+		st:set_text(string.format("Message %d: seq %s, topic %d%s, %d byte%s", i, tostring(mseq), topic,
+			tsq and (" #" .. tostring(tsq)) or "", L, L == 1 and "" or "s"))
 		st:add(F.msg_seq, tvb(off, mh), mseq):set_generated()
 		st:add_le(F.msg_topic, tvb(off, 4))
 		local tname = topic_names[string.format("%08x:%d", session, topic)]
@@ -262,6 +267,9 @@ local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 				local ns = (t % 1000000000):tonumber()
 				st:add(F.msg_time, tvb(off + 8, 8), NSTime.new(secs, ns))
 			end
+		end
+		if tseq then
+			st:add_le(F.msg_tseq, tvb(off + mh - 8, 8))
 		end
 		off = off + mh
 		if not fits then
@@ -287,6 +295,7 @@ local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 		info = info .. string.format("seq %s..%s, %d messages", tostring(seq), tostring(seq + (count - 1)), count)
 	end
 	if ts then info = info .. ", timestamps" end
+	if tseq then info = info .. ", topic numbers" end
 	if flags >= 2 and flags % 4 >= 2 then
 		info = info .. ", RETX"
 		tree:add_proto_expert_info(E.retx)
@@ -472,7 +481,8 @@ local function dissect_frame(tvb, pinfo, root)
 	if ftype == 1 then
 		fit:add_le(F.flag_ts, tvb(4, 2))
 		fit:add_le(F.flag_retx, tvb(4, 2))
-		allowed = 3
+		fit:add_le(F.flag_tseq, tvb(4, 2))
+		allowed = 7
 	elseif ftype == 2 then
 		fit:add_le(F.flag_end, tvb(4, 2))
 		allowed = 1

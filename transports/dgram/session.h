@@ -202,6 +202,10 @@ struct advert { uint64_t at, ivl, last; };
 struct utopic {
 	struct usess *ss;
 	uint32_t idx;                /* topic index in the session's DATA */
+	uint64_t next_tseq;          /* the topic's own number of its next message */
+	/* transmit stamps on, the session of several topics: which session
+	 * number the topic's recent messages had (by topic number) */
+	struct { uint64_t tseq, seq; } *txmap;
 	uint64_t msgs_sent, bytes_sent;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
@@ -237,6 +241,8 @@ struct usess {
 	struct flit_ratelimit rl;
 	bool rate_on;
 	bool ts, batching;
+	bool tseq;                   /* several topics (once a second joined): every
+				      * message carries its topic's number */
 	uint32_t max_dgram, batch_min;
 	uint64_t batch_ivl, batch_t0;
 	uint8_t *buf;                /* the frame being built */

@@ -95,10 +95,45 @@ static int src_xmit_xsk(struct usess *s, const void *buf, size_t len)
 	return sent ? 0 : FLIT_BACK_PRESSURED;
 }
 
+/* The largest message: room for its topic number too, whether or not the
+ * session has several topics yet (the size does not change when a second
+ * publisher joins). */
 static uint32_t max_msg_of(const struct usess *s)
 {
-	uint32_t room = s->max_dgram - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN - (s->ts ? FLIT_MSG_TS_LEN : 0);
+	uint32_t room = s->max_dgram - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN -
+		(s->ts ? FLIT_MSG_TS_LEN : 0) - FLIT_MSG_TSEQ_LEN;
 	return room & ~7u;
+}
+
+/* The frame being built carries topic numbers. */
+static bool frame_tseq(const struct usess *s)
+{
+	return flit_ld16(s->buf + 4) & FLIT_FF_TSEQ;
+}
+
+/* Topic t's next message goes with session number seq: its number is
+ * taken, and remembered for its transmit stamp. */
+static uint64_t take_tseq(struct utopic *t, uint64_t seq)
+{
+	uint64_t n = t->next_tseq++;
+
+	if (FLIT_UNLIKELY(t->txmap != NULL)) {
+		t->txmap[n % FLIT_TXTS_RING].tseq = n;
+		t->txmap[n % FLIT_TXTS_RING].seq = seq;
+	}
+	return n;
+}
+
+/* Write the header of message of topic t at msg in the frame being built
+ * (its session number s->next_seq): its payload pointer. */
+static uint8_t *put_msg_hdr(struct usess *s, struct utopic *t, uint8_t *msg,
+			    uint32_t len, uint64_t tsv)
+{
+	uint64_t n = take_tseq(t, s->next_seq);
+
+	if (frame_tseq(s))
+		return flit_frame_put_hdr_tseq(msg, t->idx, len, s->ts, tsv, n);
+	return flit_frame_put_hdr(msg, t->idx, len, s->ts, tsv);
 }
 
 /* Send the frame being built.  Called with the lock held. */
@@ -135,7 +170,9 @@ int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw)
  * none is open.  0, FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
 static int src_make_room(struct usess *s, size_t len, uint64_t now)
 {
-	if (s->count && s->flen + flit_msg_wire_len(len, s->ts) > s->max_dgram) {
+	/* a frame begun before a second topic joined goes as it is */
+	if (s->count && (s->flen + flit_msg_wire_len(len, s->ts) + FLIT_MSG_TSEQ_LEN > s->max_dgram ||
+			 frame_tseq(s) != s->tseq)) {
 		int r = dg_src_flush_locked(s, now, false);
 		if (r)
 			return r;
@@ -143,7 +180,8 @@ static int src_make_room(struct usess *s, size_t len, uint64_t now)
 	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv)
 		return FLIT_NOT_CONNECTED;
 	if (!s->count) {
-		flit_frame_begin(s->buf, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+		flit_frame_begin(s->buf, FLIT_FT_DATA, (s->ts ? FLIT_FF_TS : 0) |
+				 (s->tseq ? FLIT_FF_TSEQ : 0), s->session, s->next_seq);
 		s->flen = FLIT_FRAME_HDR_LEN;
 		s->batch_t0 = now;
 	}
@@ -190,8 +228,16 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 	}
 	if (!s->batching) {
 		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
-		uint8_t *pl = flit_frame_put_single(s->buf, s->session, s->next_seq, t->idx,
-						    (uint32_t)len, s->ts, tsv);
+		uint8_t *pl;
+		if (FLIT_LIKELY(!s->tseq)) {
+			pl = flit_frame_put_single(s->buf, s->session, s->next_seq, t->idx,
+						   (uint32_t)len, s->ts, tsv);
+		} else {
+			flen += FLIT_MSG_TSEQ_LEN;
+			pl = flit_frame_put_single_tseq(s->buf, s->session, s->next_seq, t->idx,
+							(uint32_t)len, s->ts, tsv,
+							t->next_tseq);
+		}
 		if (len)
 			memcpy(pl, data, len);
 		if (s->rate_on && !flit_rl_take(&s->rl, flen, now)) {
@@ -210,6 +256,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 			return r;
 		}
 		flit_rel_tx_sent(s->rel, s->buf, flen, s->next_seq, 1, now);
+		take_tseq(t, s->next_seq);
 		s->next_seq++;
 		s->c.msgs_sent++;
 		s->c.bytes_sent += len;
@@ -227,7 +274,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		src_unlock(s);
 		return r;
 	}
-	uint8_t *pl = flit_frame_put_hdr(s->buf + s->flen, t->idx, (uint32_t)len, s->ts, tsv);
+	uint8_t *pl = put_msg_hdr(s, t, s->buf + s->flen, (uint32_t)len, tsv);
 	if (len)
 		memcpy(pl, data, len);
 	t->msgs_sent++;
@@ -258,8 +305,8 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 		src_unlock(s);
 		return r;
 	}
-	s->claim_pl = flit_frame_put_hdr(s->buf + s->flen, t->idx, (uint32_t)len, s->ts,
-					 s->ts ? flit_realtime_now() : 0);
+	s->claim_pl = put_msg_hdr(s, t, s->buf + s->flen, (uint32_t)len,
+				  s->ts ? flit_realtime_now() : 0);
 	s->claimed = true;
 	s->claimer = t;
 	*buf = s->claim_pl;
@@ -278,7 +325,7 @@ int dg_commit(struct flit_tsrc *ts, size_t len)
 		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: commit without claim", t->topic);
 	}
-	uint8_t *mh = s->claim_pl - (s->ts ? 16 : 8);
+	uint8_t *mh = s->claim_pl - flit_msg_hdr_len(flit_ld16(s->buf + 4));
 	uint32_t claimed_len = flit_ld32(mh + 4);
 	if (len > claimed_len) {
 		src_unlock(s);
@@ -309,6 +356,7 @@ int dg_abort(struct flit_tsrc *ts)
 	}
 	s->claimed = false;
 	s->claimer = NULL;
+	t->next_tseq--;         /* the number the claim took goes to the next message */
 	if (!s->count)
 		s->flen = 0;
 	src_unlock(s);
@@ -343,7 +391,13 @@ size_t dg_max_msg(const struct flit_tsrc *ts)
 
 uint64_t dg_next_seq(const struct flit_tsrc *ts)
 {
-	return ((const struct utopic *)ts)->ss->next_seq;
+	const struct utopic *t = (const struct utopic *)ts;
+	uint64_t n;
+
+	src_lock(t->ss);
+	n = t->next_tseq;
+	src_unlock(t->ss);
+	return n;
 }
 
 int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
@@ -362,6 +416,14 @@ int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
 	} else {
 		src_lock(s);
 		r = flit_txts_drain(s->txts, s->fd, 1024);
+	}
+	if (r >= 0 && s->tseq && seq != FLIT_TX_STAMP_LATEST) {
+		/* the topic's number -> the session's, for the stamp */
+		if (t->txmap && t->txmap[seq % FLIT_TXTS_RING].tseq == seq &&
+		    seq < t->next_tseq)
+			seq = t->txmap[seq % FLIT_TXTS_RING].seq;
+		else
+			r = -ENOENT;
 	}
 	if (r >= 0)
 		r = flit_txts_lookup(s->txts, seq, out);

@@ -437,6 +437,11 @@ static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 		s->topics = v;
 		s->captopics = cap;
 	}
+	if (s->txts && !t->txmap) {
+		t->txmap = calloc(FLIT_TXTS_RING, sizeof(*t->txmap));
+		if (!t->txmap)
+			return flit_err(ENOMEM, "udp: out of memory");
+	}
 	t->ss = s;
 	t->idx = idx;
 	s->topics[idx] = t;
@@ -445,6 +450,9 @@ static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 	if (!s->live)
 		s->lead = idx;
 	if (s->live++) {
+		/* a second topic: from now on every message carries its
+		 * topic's own number (FLIT_FF_TSEQ) */
+		s->tseq = true;
 		/* the session's receivers learn it on the data path, before
 		 * its first message (a receiver that joins later gets every
 		 * page); the resolver channel gets the pages again from the
@@ -463,7 +471,7 @@ static int sess_add_topic(struct usess *s, struct utopic *t, uint64_t now)
 static int udp_src_open(struct flit_tp *tp, const char *topic,
 			const struct flit_cfg_source *cfg, struct flit_tsrc **out)
 {
-	struct utopic *t = calloc(1, sizeof(*t));
+	struct utopic *t;
 	char key[sizeof(((struct usess *)0)->cfgkey)];
 	int err;
 
@@ -472,6 +480,7 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	if (tp->ud_mode && cfg->udp_mode == FLIT_UDP_UNICAST)
 		return flit_err(EINVAL, "rdma multicast sends to a group: source.udp.mode = unicast does not "
 				"apply (source.rdma.mode = send or write: a connection per receiver)");
+	t = calloc(1, sizeof(*t));
 	if (!t)
 		return flit_err(ENOMEM, "udp: out of memory");
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
@@ -639,6 +648,7 @@ fail:
 	free(s->buf);
 	free(s->topics);
 	free(s);
+	free(t->txmap);
 	free(t);
 	return err;
 }
@@ -676,6 +686,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 		dg_src_topic_ended(s, t);
 		src_unlock(s);
 		pthread_mutex_unlock(&tp->lock);
+		free(t->txmap);
 		free(t);
 		return;
 	}
@@ -712,6 +723,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 	free(s->buf);
 	free(s->topics);
 	free(s);
+	free(t->txmap);
 	free(t);
 }
 
