@@ -567,8 +567,8 @@ static void poll_for_ms(flit_ctx *c, unsigned ms)
  * datagram, gap_ms away, would fall outside).  A kernel socket's stamp is
  * taken before the device gets the packet (0); an AF_XDP completion stamp
  * in copy mode after veth has delivered it (a few microseconds). */
-static void send_and_check_tx_stamps(flit_pub *pub, flit_ctx *ca, struct got *g, pthread_t th,
-				     unsigned gap_ms, uint64_t after_rx_ns)
+static void send_and_check_tx_stamps(flit_pub *pub, flit_pub *other, flit_ctx *ca, struct got *g,
+				     pthread_t th, unsigned gap_ms, uint64_t after_rx_ns)
 {
 	uint64_t until = tl_now_ms() + 15000;
 	struct flit_tx_stamp out = { .sz = sizeof(out) };
@@ -582,6 +582,10 @@ static void send_and_check_tx_stamps(flit_pub *pub, flit_ctx *ca, struct got *g,
 	__atomic_store_n(&g->n, 0, __ATOMIC_RELEASE);
 	uint64_t first = flit_pub_next_seq(pub);
 	for (int i = 0; i < 20; i++) {
+		/* another topic of the session in between: the session's
+		 * numbers run ahead of the topic's */
+		if (other && i % 3 == 0)
+			assert_int_equal(flit_pub_send(other, "other", 5), 0);
 		assert_int_equal(flit_pub_send(pub, "stamped!", 8), 0);
 		poll_for_ms(ca, gap_ms);
 	}
@@ -626,9 +630,12 @@ static void udp_context_falls_back_to_software_and_stamps_what_it_sends(void **s
 		 "source.timestamps = true\ncontext.domain = tstamp%d\n", (int)getpid());
 	flit_ctx *ca = tl_ctx(cfg);
 	assert_non_null(ca);
-	FLIT_OPTS(flit_pub_opts, po, .transport = "udp");
+	FLIT_OPTS(flit_pub_opts, po, .transport = "udp", .config = "session = stamps");
 	flit_pub *pub = flit_pub_new(ca, "ts.udp", &po);
 	assert_non_null(pub);
+	/* a second topic in its session: every message numbered by topic */
+	flit_pub *other = flit_pub_new(ca, "ts.other", &po);
+	assert_non_null(other);
 
 	/* hardware was asked for; veth has none: software, and why */
 	struct flit_ts_status st = { .sz = sizeof(st) };
@@ -650,7 +657,8 @@ static void udp_context_falls_back_to_software_and_stamps_what_it_sends(void **s
 
 	/* 7 ms apart: heartbeats (5 ms after the last data) go out on the
 	 * same socket in between, numbered by the kernel too */
-	send_and_check_tx_stamps(pub, ca, g, th, 7, 0);
+	send_and_check_tx_stamps(pub, other, ca, g, th, 7, 0);
+	flit_pub_close(other);
 	flit_pub_close(pub);
 	flit_ctx_close(ca);
 	free(g);
@@ -690,7 +698,7 @@ static void xdp_context_stamps_what_it_sends_through_af_xdp(void **state)
 	assert_int_equal(st.tx, FLIT_TS_SOFTWARE);   /* copy mode on veth */
 	assert_non_null(strstr(st.why, "copy mode"));
 
-	send_and_check_tx_stamps(pub, ca, g, th, 2, 1000000);
+	send_and_check_tx_stamps(pub, NULL, ca, g, th, 2, 1000000);
 	flit_pub_close(pub);
 	flit_ctx_close(ca);
 	free(g);

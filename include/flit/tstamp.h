@@ -210,7 +210,9 @@ static inline uint64_t flit_phc_to_tsc(const struct flit_phc_sync *s,
 
 struct flit_tx_stamp {
 	size_t sz;
-	uint64_t seq;        /* first message the datagram carried */
+	uint64_t seq;        /* first message the datagram carried (a session
+			      * of several topics: the message asked for,
+			      * in its topic's numbers) */
 	uint32_t count;      /* messages in it */
 	uint32_t flags;      /* FLIT_TXTS_* */
 	uint64_t ts_ns;      /* the stamp */
@@ -218,7 +220,8 @@ struct flit_tx_stamp {
 };
 
 /* The transmit stamp of the datagram that carried message `seq` of `pub`
- * (FLIT_TX_STAMP_LATEST: of the newest datagram stamped so far), on a udp
+ * (FLIT_TX_STAMP_LATEST: of the newest datagram stamped so far; in a session
+ * of several topics, of the publisher's newest message), on a udp
  * source with context.udp.tx_timestamps on.  Reads the stamps the kernel
  * has queued (a system call), so call it off the measured path: a software
  * stamp is there when the send returns, a hardware one a few microseconds

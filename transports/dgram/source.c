@@ -417,16 +417,22 @@ int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
 		src_lock(s);
 		r = flit_txts_drain(s->txts, s->fd, 1024);
 	}
-	if (r >= 0 && s->tseq && seq != FLIT_TX_STAMP_LATEST) {
-		/* the topic's number -> the session's, for the stamp */
-		if (t->txmap && t->txmap[seq % FLIT_TXTS_RING].tseq == seq &&
-		    seq < t->next_tseq)
+	uint64_t asked = seq;
+	if (r >= 0 && s->tseq) {
+		/* the topic's number -> the session's, for the stamp; the
+		 * newest: this topic's newest message */
+		if (seq == FLIT_TX_STAMP_LATEST)
+			asked = seq = t->next_tseq - 1;
+		if (t->txmap && t->next_tseq && seq < t->next_tseq &&
+		    t->txmap[seq % FLIT_TXTS_RING].tseq == seq)
 			seq = t->txmap[seq % FLIT_TXTS_RING].seq;
 		else
 			r = -ENOENT;
 	}
 	if (r >= 0)
 		r = flit_txts_lookup(s->txts, seq, out);
+	if (r >= 0 && s->tseq)
+		out->seq = asked;       /* in the topic's numbers */
 	src_unlock(s);
 	if (r == -EAGAIN)
 		return flit_err(EAGAIN, "udp: %s: the transmit stamp of message %llu has not come back yet",
