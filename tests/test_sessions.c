@@ -329,7 +329,9 @@ static void topics_of_one_session_arrive_each_in_order(void **state)
 		if (k != 3)
 			assert_int_equal(r[1].got[k] + r[1].bos[k], 0);
 	assert_int_equal(r[1].order_errors + r[1].bad + r[1].c.malformed + r[1].seq_errors, 0);
-	assert_int_equal(r[1].c.msgs_filtered, 7 * 5000);
+	/* (the last round's ss.4 .. ss.7 may come after ss.3's last
+	 * message, in a frame of their own, once the subscriber is done) */
+	assert_true(r[1].c.msgs_filtered >= 7 * 5000 - 4 && r[1].c.msgs_filtered <= 7 * 5000);
 }
 
 static void topic_added_to_a_running_session_reaches_the_pattern_subscriber(void **state)

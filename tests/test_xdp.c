@@ -127,8 +127,9 @@ static void xdp_and_kernel_udp_interoperate_with_valid_checksums(void **state)
 	assert_true(rx.xdp[FLIT_XDP_REDIRECTED] >= N / 2);
 }
 
-/* Two sources on one group:port; the AF_XDP receiver wants one: the other
- * session's frames are dropped by the program, not copied up. */
+/* Two sources on one group:port, each its own session (source.session =
+ * own); the AF_XDP receiver wants one: the other session's frames are
+ * dropped by the program, not copied up. */
 static void two_pub_main(const struct pub_args *a, int stop)
 {
 	unsigned char buf[64];
@@ -137,7 +138,7 @@ static void two_pub_main(const struct pub_args *a, int stop)
 	flit_ctx *ctx = net_ctx_on("xdp", NULL);
 	if (!ctx)
 		_exit(4);
-	const char *grp = "udp.group = 239.192.90.7\nudp.port = 14900";
+	const char *grp = "udp.group = 239.192.90.7\nudp.port = 14900\nsession = own";
 	FLIT_OPTS(flit_pub_opts, po, .transport = "xdp", .config = grp);
 	flit_pub *want = flit_pub_new(ctx, "f.want", &po);
 	flit_pub *other = flit_pub_new(ctx, "f.other", &po);
@@ -181,6 +182,79 @@ static void topic_filter_drops_unwanted_sessions_in_xdp(void **state)
 	 * session was learnt) dropped in XDP */
 	assert_true(r.xdp[FLIT_XDP_FILTERED] >= 15000);
 	assert_true(r.c.unknown_session < 5000);
+}
+
+/* A shared session (the default) that began with a topic nobody on h2
+ * wants, so h2 drops it in XDP (h2 steers its group:port for g.anchor, a
+ * session of its own there that sends nothing); then a wanted topic joins
+ * it: the page naming it lifts the filter, and every message of it
+ * arrives. */
+static void late_want_main(const struct pub_args *a, int stop)
+{
+	unsigned char buf[64];
+	if (tb_enter(tb, 1))
+		_exit(3);
+	flit_ctx *ctx = net_ctx_on("xdp", NULL);
+	if (!ctx)
+		_exit(4);
+	FLIT_OPTS(flit_pub_opts, po, .transport = "xdp",
+		  .config = "udp.group = 239.192.90.8\nudp.port = 14902");
+	FLIT_OPTS(flit_pub_opts, pown, .transport = "xdp",
+		  .config = "udp.group = 239.192.90.8\nudp.port = 14902\nsession = own");
+	flit_pub *anchor = flit_pub_new(ctx, "g.anchor", &pown);
+	flit_pub *other = flit_pub_new(ctx, "g.other", &po);
+	if (!other || !anchor)
+		_exit(5);
+	/* the unwanted topic alone for a while: its adverts reach h2, its
+	 * frames are dropped there */
+	uint64_t end = tl_now_ms() + 1500;
+	for (uint64_t i = 0; tl_now_ms() < end; i++) {
+		tl_fill(buf, sizeof(buf), i);
+		flit_pub_send(other, buf, sizeof(buf));
+		flit_ctx_poll(ctx, 0);
+		usleep(2000);
+	}
+	flit_pub *want = flit_pub_new(ctx, "g.want", &po);
+	if (!want)
+		_exit(6);
+	end = tl_now_ms() + 10000;
+	while (flit_pub_receivers(want) < 1) {
+		if (tl_now_ms() > end)
+			_exit(7);
+		flit_ctx_poll(ctx, 0);
+		usleep(1000);
+	}
+	for (uint64_t i = 0; i < a->n; i++) {
+		tl_fill(buf, sizeof(buf), i);
+		while (flit_pub_send(want, buf, sizeof(buf)) != 0)
+			flit_ctx_poll(ctx, 0);
+		while (flit_pub_send(other, buf, sizeof(buf)) != 0)
+			flit_ctx_poll(ctx, 0);
+		if (i % 64 == 0)
+			usleep(200);
+	}
+	struct pollfd p = { .fd = stop, .events = POLLIN };
+	while (poll(&p, 1, 50) == 0)
+		flit_ctx_poll(ctx, 0);
+	flit_pub_close(want);
+	flit_pub_close(other);
+	flit_pub_close(anchor);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
+static void a_wanted_topic_added_to_an_unwanted_session_arrives_whole(void **state)
+{
+	(void)state;
+	struct pub_args pa = { .host = 1, .n = 5000, .main = late_want_main };
+	struct sub_spec ss = { .host = 2, .transport = "xdp", .topic = "g.[aw]*", .pattern = true };
+	struct sub_result r;
+	run(&pa, &ss, 1, &r, 60000);
+	check_result(&r, 5000, false, "g.want, added to a filtered session, over xdp");
+	assert_int_equal(r.bos, 2);     /* g.anchor, g.want */
+	xdp_print(&r, "late want h2");
+	/* before the wanted topic came, g.other's frames were dropped */
+	assert_true(r.xdp[FLIT_XDP_FILTERED] > 0);
 }
 
 /* Unicast over AF_XDP: the source sends to each joined receiver, its MAC
@@ -257,6 +331,7 @@ int main(void)
 		cmocka_unit_test(xdp_to_xdp_delivers_100k_in_order),
 		cmocka_unit_test(xdp_and_kernel_udp_interoperate_with_valid_checksums),
 		cmocka_unit_test(topic_filter_drops_unwanted_sessions_in_xdp),
+		cmocka_unit_test(a_wanted_topic_added_to_an_unwanted_session_arrives_whole),
 		cmocka_unit_test(unicast_over_xdp_resolves_the_neighbour),
 		cmocka_unit_test(pinned_program_outlives_restarts_and_detach_loses_nothing),
 	};

@@ -118,7 +118,8 @@ struct flit_cfg_source {
 	uint32_t shm_liveness_ms;      /* source.shm.liveness_ms = 10: how often a blocked writer checks readers (1..10000) */
 	bool timestamps;               /* source.timestamps = false: stamp messages with CLOCK_REALTIME */
 	uint32_t late_join;            /* source.late_join = 0: the last N messages a late-joining receiver gets (0: none) */
-	char session[64];              /* source.session = "": udp/xdp: publishers naming the same session share it (one socket, sequence space, frames); empty: a session of its own */
+	char session[64];              /* source.session: udp/xdp: empty: publishers of equal source settings share a session (one socket, sequence space, frames); FLIT_SESSION_OWN: a session of its own; a name: the publishers naming it share it */
+#define FLIT_SESSION_OWN "own"
 	bool batch;                    /* source.batch = false: pack messages into frames until batch_max or flush */
 	uint32_t batch_max;            /* source.batch_max = 8K: largest frame, bytes (256..1M) */
 	int udp_mode;                  /* source.udp.mode = multicast (multicast|unicast) */

@@ -551,6 +551,10 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 			flit_ctx_rx_counters(tp->ctx)->unknown_session++;
 			return 0;
 		}
+		/* a session dropped in XDP for its first topics, which now
+		 * names a wanted one */
+		if (tp->xp)
+			flit_xdp_path_unfilter(tp->xp, h->session_id);
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return flit_err(ENOMEM, "udp: out of memory");

@@ -107,7 +107,7 @@ static size_t src_info_page(struct usess *s, void *buf, size_t cap, unsigned *fr
 			break;
 	}
 	*from = i;
-	bool whole = !s->name[0] && !q && start == 0 && i == s->ntopics && p.n == s->ntopics;
+	bool whole = !sess_pages(s) && !q && start == 0 && i == s->ntopics && p.n == s->ntopics;
 	return page_encode(s, &p, buf, cap, whole ? 0 : FLIT_INFOF_PAGE);
 }
 
@@ -383,7 +383,7 @@ static void src_ctl(struct usess *s, const uint8_t *p, size_t len,
 		/* a receiver new to a shared session gets every topic's page
 		 * first (it may have bound on a page without them all), and
 		 * the LATE answer that starts its data after them */
-		if (s->name[0] && !(h.flags & FLIT_JF_LEAVE) && (fresh || late))
+		if (sess_pages(s) && !(h.flags & FLIT_JF_LEAVE) && (fresh || late))
 			src_answer(s, from, NULL, NULL, late, now);
 		else if (late)
 			src_late_to(s, from, now);
@@ -492,7 +492,7 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 			/* a session of one topic answers on the resolver
 			 * channel soon (one INFO for every asker); a shared
 			 * one sends the asker the pages of what it names */
-			if (s->ntopics == 1 && !s->name[0]) {
+			if (s->ntopics == 1 && !sess_pages(s)) {
 				if (query_wants_sess(tp->rbuf, &h, s))
 					advert_soon(tp, &s->adv, now);
 			} else {

@@ -221,7 +221,8 @@ struct usess {
 	pthread_mutex_t lock;
 	char topic[FLIT_TOPIC_MAX + 1]; /* for messages: the first topic, or
 					 * "session NAME" of a named session */
-	char name[FLIT_SESSION_NAME_MAX + 1]; /* source.session; "" own */
+	char name[FLIT_SESSION_NAME_MAX + 1]; /* source.session's name; "" unnamed */
+	bool own;                    /* source.session = own: no other publisher's */
 	char cfgkey[400];            /* the settings its publishers must share */
 	struct utopic **topics;      /* by index; NULL: free (ended) */
 	unsigned ntopics, captopics, live;
@@ -361,6 +362,13 @@ static inline uint64_t rng_next(uint64_t *s)
 static inline bool same_ep(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/* The session is told in INFO pages (named, or it has had several topics):
+ * a receiver adds a page's topics to what it knows. */
+static inline bool sess_pages(const struct usess *s)
+{
+	return s->name[0] || s->tseq;
 }
 
 static inline void src_lock(struct usess *s) { pthread_mutex_lock(&s->lock); }

@@ -485,11 +485,17 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		return flit_err(ENOMEM, "udp: out of memory");
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	cfg_key(cfg, key, sizeof(key));
-	if (cfg->session[0]) {
+	/* unnamed: the session of the publishers with equal settings (not
+	 * rdma multicast's: a session of its own), while it has room */
+	bool own = !strcmp(cfg->session, FLIT_SESSION_OWN) || (!cfg->session[0] && tp->ud_mode);
+	const char *name = own ? "" : cfg->session;
+	if (!own) {
 		/* a named session: join it if it exists */
 		pthread_mutex_lock(&tp->lock);
 		for (struct usess *s = tp->srcs; s; s = s->next) {
-			if (strcmp(s->name, cfg->session))
+			if (s->own || strcmp(s->name, name))
+				continue;
+			if (!name[0] && (strcmp(s->cfgkey, key) || s->live >= MAX_TOPICS_PER_SESS))
 				continue;
 			if (strcmp(s->cfgkey, key)) {
 				char first[FLIT_TOPIC_MAX + 1] = "";
@@ -515,8 +521,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 			}
 			if (err)
 				dg_wake(tp);
-			flit_debug("udp: source %s in session '%s' %08x, topic index %u", topic, s->name,
-				   s->session, t->idx);
+			flit_debug("udp: source %s in session '%s' %08x, topic index %u", topic,
+				   s->name[0] ? s->name : s->topic, s->session, t->idx);
 			*out = (struct flit_tsrc *)t;
 			return 0;
 		}
@@ -533,7 +539,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	s->tp = tp;
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
-	snprintf(s->name, sizeof(s->name), "%s", cfg->session);
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->own = own;
 	snprintf(s->cfgkey, sizeof(s->cfgkey), "%s", key);
 	if (s->name[0])
 		snprintf(s->topic, sizeof(s->topic), "session %s", s->name);

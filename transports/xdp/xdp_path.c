@@ -268,6 +268,16 @@ void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session)
 		flit_debug("xdp: filtering session %08x: %s", session, flit_errmsg());
 }
 
+void flit_xdp_path_unfilter(struct flit_xdp_path *p, uint32_t session)
+{
+	for (unsigned i = 0; i < p->nfiltered; i++)
+		if (p->filtered[i] == session) {
+			flit_xdp_session_del(&p->maps, session);
+			p->filtered[i] = p->filtered[--p->nfiltered];
+			return;
+		}
+}
+
 void flit_xdp_path_unfilter_all(struct flit_xdp_path *p)
 {
 	for (unsigned i = 0; i < p->nfiltered; i++)

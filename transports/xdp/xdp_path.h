@@ -42,6 +42,9 @@ void flit_xdp_path_flow_put(struct flit_xdp_path *p, struct in_addr daddr, uint1
  * context.xdp.filter is on).  unfilter_all forgets them all (subscriptions
  * changed: they are learnt again from their next frames). */
 void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session);
+/* A filtered session names a topic someone here wants (a shared session
+ * that began with topics nobody wants): its frames come again. */
+void flit_xdp_path_unfilter(struct flit_xdp_path *p, uint32_t session);
 void flit_xdp_path_unfilter_all(struct flit_xdp_path *p);
 
 /* context.xdp.rx_timestamps = hardware and no stamps: why, the first that
