@@ -14,7 +14,7 @@
 # them all and resolution settled (--settle, default 6 s: the adverts' and
 # queries' backoff reaches context.udp.resolver_max_ms, 5 s).
 #
-#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+s xdp xdp+s"]
+#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+own xdp xdp+own"]
 #                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
 #                         [--spread N] [--rounds R] [--json FILE]
 #
@@ -25,9 +25,10 @@
 # (flit-load -s 32 -r 100k -d 2), with the cache-line floor (flit-floor)
 # of each round beside them.
 #
-# "udp+s", "xdp+s": the topics share a session (flit-topics --session md:
-# source.session, a session per 50,000 topics); "udp", "xdp": each topic a
-# session of its own (the default).
+# "udp", "xdp": the topics share sessions (the default: a session holds
+# 65,536); "udp+own", "xdp+own": each topic a session of its own
+# (flit-topics --session own); "udp+s", "xdp+s": named sessions
+# (flit-topics --session md: source.session, a session per 50,000 topics).
 #
 # An N that cannot run here is not started, and the row says why: the RSS
 # or file descriptors the previous N measured per topic would exceed half
@@ -38,7 +39,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
-NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+s xdp xdp+s" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
+NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+own xdp xdp+own" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
 usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -103,8 +104,8 @@ host() {
 }
 
 for tt in $TRANSPORTS; do
-	t=${tt%+s} cfg=() pcfg=()
-	[ "$tt" != "$t" ] && pcfg=(--session md)
+	t=${tt%+*} cfg=() pcfg=()
+	case $tt in *+own) pcfg=(--session own) ;; *+s) pcfg=(--session md) ;; esac
 	case $t in
 	shm) ;;
 	udp|xdp)
@@ -197,7 +198,7 @@ done 2>&1
 # ---- one topic against N topics of one session -----------------------------------
 spread_ts=
 for tt in $TRANSPORTS; do
-	t=${tt%+s}
+	t=${tt%+*}
 	case " $spread_ts " in *" $t "*) continue ;; esac
 	{ [ "$t" = udp ] || [ "$t" = xdp ]; } && spread_ts="$spread_ts $t"
 done

@@ -46,7 +46,9 @@ static const char usage[] =
 "  -s, --send           pub: one message on every topic after creating them\n"
 "  -S, --session NAME   pub: udp/xdp: the topics share session NAME\n"
 "                       (source.session; NAME, NAME1, ... for each 50,000:\n"
-"                       a session holds at most 65,536 topics)\n"
+"                       a session holds at most 65,536 topics); 'own':\n"
+"                       each topic a session of its own (without -S the\n"
+"                       topics share sessions of 65,536)\n"
 "  -T, --timeout S      pub: stop creating after S seconds (default 60);\n"
 "                       sub: give up after S seconds (default 20)\n"
 "  -C, --config LINE    a config line for the context (repeatable)\n"
@@ -142,7 +144,7 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 			t_last0 = now_s();
 		topic_name(topic, sizeof(topic), o->prefix, made, o->n);
 		if (o->session && made % SESSION_TOPICS == 0) {
-			if (made)
+			if (made && strcmp(o->session, "own"))
 				snprintf(scfg, sizeof(scfg), "session = %s%llu\n", o->session,
 					 (unsigned long long)(made / SESSION_TOPICS));
 			else
