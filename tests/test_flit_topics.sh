@@ -24,6 +24,7 @@ expect 2 flit-topics -n 0 pub
 expect 2 flit-topics --send sub 'x.*'
 expect 2 flit-topics -p 'a*' pub
 expect 2 flit-topics pub extra
+expect 2 flit-topics --session md pub          # shm: no shared sessions
 # --topics of flit-thru and flit-load: udp and xdp only, 1 .. 65536
 expect 2 flit-thru -t shm --topics 10
 expect 2 flit-thru -t udp --topics 0
@@ -110,6 +111,28 @@ if [ $rc -eq 0 ] && grep -q "^found 2000 topics of 'sh\*'" "$tmp/ssub" && [ -n "
 else
 	fail "udp, one session: exit $rc, fds '$fds': $(cat "$tmp/ssub" "$tmp/spub")"
 fi
+
+# without --session the topics share sessions as well (the library's
+# default); with --session own each is a session of its own (two sockets)
+for how in default own; do
+	sarg=(); [ $how = own ] && sarg=(--session own)
+	tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" "${U[@]}" -p "d$how" -n 50 -T 20 sub "d$how*" \
+		>"$tmp/dsub" 2>&1 & sp=$!
+	sleep 0.3
+	tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" "${U[@]}" -p "d$how" -n 50 -i 0.2 -l 20 \
+		"${sarg[@]}" --json pub >"$tmp/dpub" 2>&1 & pp=$!
+	on_exit "kill $pp $sp 2>/dev/null"
+	wait $sp; rc=$?
+	for ((i = 0; i < 100; i++)); do [ -s "$tmp/dpub" ] && break; sleep 0.1; done
+	kill -TERM $pp 2>/dev/null; wait $pp
+	fds=$(json "$tmp/dpub" fds 2>/dev/null)
+	if [ $how = default ]; then want_fds='[ "$fds" -lt 40 ]'; else want_fds='[ "$fds" -ge 100 ]'; fi
+	if [ $rc -eq 0 ] && grep -q "^found 50 topics" "$tmp/dsub" && [ -n "$fds" ] && eval "$want_fds"; then
+		ok "udp, sessions $how: 50 topics with $fds fds, all found"
+	else
+		fail "udp, sessions $how: exit $rc, fds '$fds': $(cat "$tmp/dsub" "$tmp/dpub")"
+	fi
+done
 
 # flit-thru and flit-load with the messages spread over 1,000 topics of
 # one session: every message in order at the receiver, which knew every

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -426,6 +427,68 @@ static void unrepaired_loss_is_told_per_topic_in_its_numbers(void **state)
 	 * told (the tail) */
 	assert_true(r.c.msgs_lost >= lost);
 	assert_int_equal(r.order_errors + r.bad + r.seq_errors, 0);
+}
+
+/* A publisher of a shared session (the default) sending from another thread
+ * while its session is claimed. */
+struct other_send { flit_pub *p; volatile int done; int rc; };
+
+static void *other_send_main(void *arg)
+{
+	struct other_send *o = arg;
+	o->rc = flit_pub_send(o->p, "b", 1);
+	__atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* In h1: two publishers with equal settings share a session; while one has
+ * a claim open, its number is the one the claimed message will carry; the
+ * other's send from another thread waits for the commit, from the same
+ * thread it is refused (EBUSY, naming the other publisher). */
+static void a_claim_holds_the_shared_session_for_other_threads_only(void **state)
+{
+	(void)state;
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx(NULL);
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default());
+		flit_pub *a = ctx ? flit_pub_new(ctx, "cl.a", &po) : NULL;
+		flit_pub *b = a ? flit_pub_new(ctx, "cl.b", &po) : NULL;
+		void *buf;
+		if (!b || flit_pub_send(a, "a0", 2) || flit_pub_send(b, "b0", 2))
+			_exit(4);
+		if (flit_pub_next_seq(a) != 1 || flit_pub_claim(a, 8, &buf))
+			_exit(5);
+		if (flit_pub_next_seq(a) != 1)     /* the claim's number: taken at commit */
+			_exit(6);
+		if (flit_pub_send(b, "x", 1) != -EBUSY || !strstr(flit_errmsg(), "another publisher"))
+			_exit(7);
+		struct other_send o = { .p = b };
+		pthread_t th;
+		if (pthread_create(&th, NULL, other_send_main, &o))
+			_exit(8);
+		usleep(50 * 1000);
+		if (__atomic_load_n(&o.done, __ATOMIC_ACQUIRE))
+			_exit(9);                  /* it did not wait */
+		memcpy(buf, "claimed!", 8);
+		if (flit_pub_commit(a, 8))
+			_exit(10);
+		pthread_join(th, NULL);
+		if (o.rc != 0 || flit_pub_next_seq(a) != 2 || flit_pub_next_seq(b) != 2)
+			_exit(11);
+		if (flit_pub_claim(a, 8, &buf) || flit_pub_abort(a) || flit_pub_next_seq(a) != 2)
+			_exit(12);
+		flit_pub_close(b);
+		flit_pub_close(a);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* In h1: what flit_pub_new says to a publisher whose settings differ from
@@ -852,6 +915,7 @@ int main(void)
 		cmocka_unit_test(loss_5pct_is_repaired_across_the_topics_of_a_session),
 		cmocka_unit_test(unrepaired_loss_is_told_per_topic_in_its_numbers),
 		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
+		cmocka_unit_test(a_claim_holds_the_shared_session_for_other_threads_only),
 		cmocka_unit_test(a_session_holds_65536_topics_then_reuses_ended_indexes),
 		cmocka_unit_test(pattern_subscribers_find_20000_topics_of_a_session_at_the_paced_rate),
 		cmocka_unit_test(a_killed_publisher_ends_every_topic_of_its_session),

@@ -393,6 +393,9 @@ static void parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
+	if (o->session && (!strcmp(o->transport, "shm") || !strcmp(o->transport, "rdma")))
+		tool_usage_exit("--session is for udp and xdp (%s has no shared sessions)",
+				o->transport);
 	if (!o->sub && (!*o->prefix || strpbrk(o->prefix, "*?[") ||
 			strlen(o->prefix) + 8 > FLIT_TOPIC_MAX))
 		tool_usage_exit("bad prefix '%s': 1..%d bytes, no pattern characters",

@@ -665,7 +665,8 @@ static uint64_t topic_seq(const struct flit_rx_session *rs, const struct flit_rx
 {
 	if (t->tseq_known)
 		return t->next_tseq;
-	return rs->tseq ? 0 : rs->next_seq;
+	/* several topics named: the session's numbers are not the topic's */
+	return rs->tseq || rs->ntopics > 1 ? 0 : rs->next_seq;
 }
 
 /* Recompute which subscribers receive topic t of session rs; BOS to the new

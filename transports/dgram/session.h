@@ -253,6 +253,7 @@ struct usess {
 	uint64_t created;            /* CLOCK_MONOTONIC */
 	uint32_t late_join;          /* source.late_join */
 	bool claimed;
+	pthread_t claim_thread;      /* whose claim is open */
 	uint8_t *claim_pl;
 	struct advert adv;
 	/* topics added that the session's receivers have not been told of:

@@ -6,6 +6,8 @@
  * path's transmit, counters.
  * (session.h: the state and the shared functions.)
  */
+#include <sched.h>
+
 #include "dgram/session.h"
 
 /* ---- source side ---------------------------------------------------------------- */
@@ -115,8 +117,10 @@ static bool frame_tseq(const struct usess *s)
  * taken, and remembered for its transmit stamp. */
 static uint64_t take_tseq(struct utopic *t, uint64_t seq)
 {
-	uint64_t n = t->next_tseq++;
+	uint64_t n = t->next_tseq;
 
+	/* read without the lock by flit_pub_next_seq() */
+	__atomic_store_n(&t->next_tseq, n + 1, __ATOMIC_RELAXED);
 	if (FLIT_UNLIKELY(t->txmap != NULL)) {
 		t->txmap[n % FLIT_TXTS_RING].tseq = n;
 		t->txmap[n % FLIT_TXTS_RING].seq = seq;
@@ -124,12 +128,13 @@ static uint64_t take_tseq(struct utopic *t, uint64_t seq)
 	return n;
 }
 
-/* Write the header of message of topic t at msg in the frame being built
- * (its session number s->next_seq): its payload pointer. */
+/* Write the header of a message of topic t at msg in the frame being built
+ * (its session number s->next_seq): its payload pointer.  take: the topic's
+ * number is taken now (a send), else at the commit of a claim. */
 static uint8_t *put_msg_hdr(struct usess *s, struct utopic *t, uint8_t *msg,
-			    uint32_t len, uint64_t tsv)
+			    uint32_t len, uint64_t tsv, bool take)
 {
-	uint64_t n = take_tseq(t, s->next_seq);
+	uint64_t n = take ? take_tseq(t, s->next_seq) : t->next_tseq;
 
 	if (frame_tseq(s))
 		return flit_frame_put_hdr_tseq(msg, t->idx, len, s->ts, tsv, n);
@@ -200,6 +205,23 @@ static bool src_msg_done(struct usess *s, uint8_t *pl, uint32_t len)
 	return !s->batching || s->flen >= s->batch_min || s->count == UINT16_MAX;
 }
 
+/* A publisher of this session in another thread holds a claim: wait for
+ * its commit or abort (the session's one frame is being written there, as
+ * Ultra Messaging's transport session is locked while a source's buffer is
+ * acquired).  Lock held on entry and return; false: the claim is this
+ * thread's own (waiting would wait for itself). */
+static bool claim_wait(struct usess *s)
+{
+	while (s->claimed) {
+		if (pthread_equal(s->claim_thread, pthread_self()))
+			return false;
+		src_unlock(s);
+		sched_yield();
+		src_lock(s);
+	}
+	return true;
+}
+
 int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 {
 	struct utopic *t = (struct utopic *)ts;
@@ -214,7 +236,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 				"a frame is one datagram of the path MTU; larger messages "
 				"go with source.rdma.mode = send" : "source.udp.max_datagram");
 	src_lock(s);
-	if (FLIT_UNLIKELY(s->claimed)) {
+	if (FLIT_UNLIKELY(s->claimed) && !claim_wait(s)) {
 		src_unlock(s);
 		return flit_err(EBUSY, "udp: %s: send during a claim%s", t->topic,
 				s->claimer == t ? "" : " of another publisher of its session");
@@ -274,7 +296,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		src_unlock(s);
 		return r;
 	}
-	uint8_t *pl = put_msg_hdr(s, t, s->buf + s->flen, (uint32_t)len, tsv);
+	uint8_t *pl = put_msg_hdr(s, t, s->buf + s->flen, (uint32_t)len, tsv, true);
 	if (len)
 		memcpy(pl, data, len);
 	t->msgs_sent++;
@@ -294,7 +316,7 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 	if (len > max_msg_of(s))
 		return flit_err(EMSGSIZE, "udp: %s: claim of %zu bytes exceeds %u", t->topic, len, max_msg_of(s));
 	src_lock(s);
-	if (s->claimed) {
+	if (s->claimed && !claim_wait(s)) {
 		src_unlock(s);
 		return flit_err(EBUSY, "udp: %s: already claimed%s", t->topic,
 				s->claimer == t ? "" : " by another publisher of its session");
@@ -306,9 +328,10 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 		return r;
 	}
 	s->claim_pl = put_msg_hdr(s, t, s->buf + s->flen, (uint32_t)len,
-				  s->ts ? flit_realtime_now() : 0);
+				  s->ts ? flit_realtime_now() : 0, false);
 	s->claimed = true;
 	s->claimer = t;
+	s->claim_thread = pthread_self();
 	*buf = s->claim_pl;
 	/* the caller writes the payload without the lock: the service leaves
 	 * a claimed frame alone, and sends from this thread see `claimed` */
@@ -335,6 +358,7 @@ int dg_commit(struct flit_tsrc *ts, size_t len)
 	flit_st32(mh + 4, (uint32_t)len);
 	s->claimed = false;
 	s->claimer = NULL;
+	take_tseq(t, s->next_seq);      /* the number its header carries */
 	t->msgs_sent++;
 	t->bytes_sent += len;
 	/* the message is numbered: if the rate limit holds the frame back,
@@ -356,7 +380,6 @@ int dg_abort(struct flit_tsrc *ts)
 	}
 	s->claimed = false;
 	s->claimer = NULL;
-	t->next_tseq--;         /* the number the claim took goes to the next message */
 	if (!s->count)
 		s->flen = 0;
 	src_unlock(s);
@@ -391,13 +414,7 @@ size_t dg_max_msg(const struct flit_tsrc *ts)
 
 uint64_t dg_next_seq(const struct flit_tsrc *ts)
 {
-	const struct utopic *t = (const struct utopic *)ts;
-	uint64_t n;
-
-	src_lock(t->ss);
-	n = t->next_tseq;
-	src_unlock(t->ss);
-	return n;
+	return __atomic_load_n(&((const struct utopic *)ts)->next_tseq, __ATOMIC_RELAXED);
 }
 
 int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
@@ -436,7 +453,7 @@ int dg_tx_stamp(struct flit_tsrc *ts, uint64_t seq, struct flit_tx_stamp *out)
 	src_unlock(s);
 	if (r == -EAGAIN)
 		return flit_err(EAGAIN, "udp: %s: the transmit stamp of message %llu has not come back yet",
-				t->topic, (unsigned long long)seq);
+				t->topic, (unsigned long long)asked);
 	if (r == -ENOENT)
 		return flit_err(ENOENT, "udp: %s: no datagram %s among the last %u sent", t->topic,
 				seq == FLIT_TX_STAMP_LATEST ? "stamped" : "carrying that message",

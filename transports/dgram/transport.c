@@ -485,9 +485,12 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 		return flit_err(ENOMEM, "udp: out of memory");
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	cfg_key(cfg, key, sizeof(key));
-	/* unnamed: the session of the publishers with equal settings (not
-	 * rdma multicast's: a session of its own), while it has room */
-	bool own = !strcmp(cfg->session, FLIT_SESSION_OWN) || (!cfg->session[0] && tp->ud_mode);
+	/* unnamed: the session of the publishers with equal settings, while
+	 * it has room; a session of its own for rdma multicast, and for a
+	 * publisher with late join (what a session retains is the session's
+	 * last messages, not the topic's: N of them may hold none of its) */
+	bool own = !strcmp(cfg->session, FLIT_SESSION_OWN) ||
+		(!cfg->session[0] && (tp->ud_mode || cfg->late_join));
 	const char *name = own ? "" : cfg->session;
 	if (!own) {
 		/* a named session: join it if it exists */
