@@ -295,6 +295,22 @@ static void show(const char *what, const struct msub_result *r, unsigned n)
 	printf("\n");
 }
 
+/* Run body (which _exit()s with 0 when all went well) in a child in h1. */
+static void in_h1(void (*body)(void))
+{
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		body();
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 #define SHARED "session = md\nbatch = true"
 
 static void topics_of_one_session_arrive_each_in_order(void **state)
@@ -445,132 +461,120 @@ static void *other_send_main(void *arg)
  * a claim open, its number is the one the claimed message will carry; the
  * other's send from another thread waits for the commit, from the same
  * thread it is refused (EBUSY, naming the other publisher). */
+static void a_claim_holds_the_shared_session_for_other_threads_only_body(void)
+{
+	flit_ctx *ctx = net_ctx(NULL);
+	FLIT_OPTS(flit_pub_opts, po, .transport = nt_default());
+	flit_pub *a = ctx ? flit_pub_new(ctx, "cl.a", &po) : NULL;
+	flit_pub *b = a ? flit_pub_new(ctx, "cl.b", &po) : NULL;
+	void *buf;
+	if (!b || flit_pub_send(a, "a0", 2) || flit_pub_send(b, "b0", 2))
+		_exit(4);
+	if (flit_pub_next_seq(a) != 1 || flit_pub_claim(a, 8, &buf))
+		_exit(5);
+	if (flit_pub_next_seq(a) != 1)     /* the claim's number: taken at commit */
+		_exit(6);
+	if (flit_pub_send(b, "x", 1) != -EBUSY || !strstr(flit_errmsg(), "another publisher"))
+		_exit(7);
+	struct other_send o = { .p = b };
+	pthread_t th;
+	if (pthread_create(&th, NULL, other_send_main, &o))
+		_exit(8);
+	usleep(50 * 1000);
+	if (__atomic_load_n(&o.done, __ATOMIC_ACQUIRE))
+		_exit(9);                  /* it did not wait */
+	memcpy(buf, "claimed!", 8);
+	if (flit_pub_commit(a, 8))
+		_exit(10);
+	pthread_join(th, NULL);
+	if (o.rc != 0 || flit_pub_next_seq(a) != 2 || flit_pub_next_seq(b) != 2)
+		_exit(11);
+	if (flit_pub_claim(a, 8, &buf) || flit_pub_abort(a) || flit_pub_next_seq(a) != 2)
+		_exit(12);
+	flit_pub_close(b);
+	flit_pub_close(a);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
 static void a_claim_holds_the_shared_session_for_other_threads_only(void **state)
 {
 	(void)state;
-	pid_t pid = tl_fork();
-	if (pid == 0) {
-		if (tb_enter(tb, 1))
-			_exit(3);
-		flit_ctx *ctx = net_ctx(NULL);
-		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default());
-		flit_pub *a = ctx ? flit_pub_new(ctx, "cl.a", &po) : NULL;
-		flit_pub *b = a ? flit_pub_new(ctx, "cl.b", &po) : NULL;
-		void *buf;
-		if (!b || flit_pub_send(a, "a0", 2) || flit_pub_send(b, "b0", 2))
-			_exit(4);
-		if (flit_pub_next_seq(a) != 1 || flit_pub_claim(a, 8, &buf))
-			_exit(5);
-		if (flit_pub_next_seq(a) != 1)     /* the claim's number: taken at commit */
-			_exit(6);
-		if (flit_pub_send(b, "x", 1) != -EBUSY || !strstr(flit_errmsg(), "another publisher"))
-			_exit(7);
-		struct other_send o = { .p = b };
-		pthread_t th;
-		if (pthread_create(&th, NULL, other_send_main, &o))
-			_exit(8);
-		usleep(50 * 1000);
-		if (__atomic_load_n(&o.done, __ATOMIC_ACQUIRE))
-			_exit(9);                  /* it did not wait */
-		memcpy(buf, "claimed!", 8);
-		if (flit_pub_commit(a, 8))
-			_exit(10);
-		pthread_join(th, NULL);
-		if (o.rc != 0 || flit_pub_next_seq(a) != 2 || flit_pub_next_seq(b) != 2)
-			_exit(11);
-		if (flit_pub_claim(a, 8, &buf) || flit_pub_abort(a) || flit_pub_next_seq(a) != 2)
-			_exit(12);
-		flit_pub_close(b);
-		flit_pub_close(a);
-		flit_ctx_close(ctx);
-		_exit(0);
-	}
-	int status;
-	waitpid(pid, &status, 0);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	in_h1(a_claim_holds_the_shared_session_for_other_threads_only_body);
 }
 
 /* In h1: what flit_pub_new says to a publisher whose settings differ from
  * its session's first publisher, and that another session name is free. */
+static void publisher_with_other_settings_is_refused_naming_the_session_body(void)
+{
+	flit_ctx *ctx = net_ctx(NULL);
+	FLIT_OPTS(flit_pub_opts, a, .transport = nt_default(), .config = "session = md\nbatch = true");
+	FLIT_OPTS(flit_pub_opts, b, .transport = nt_default(), .config = "session = md\nbatch = false");
+	FLIT_OPTS(flit_pub_opts, c, .transport = nt_default(), .config = "session = other\nbatch = false");
+	flit_pub *p1 = ctx ? flit_pub_new(ctx, "sr.a", &a) : NULL;
+	if (!p1)
+		_exit(4);
+	flit_pub *p2 = flit_pub_new(ctx, "sr.b", &b);
+	if (p2 || errno != EINVAL || !strstr(flit_errmsg(), "session 'md'") ||
+	    !strstr(flit_errmsg(), "sr.a")) {
+		fprintf(stderr, "second publisher: %p %s\n", (void *)p2, flit_errmsg());
+		_exit(5);
+	}
+	flit_pub *p3 = flit_pub_new(ctx, "sr.b", &c);
+	if (!p3)
+		_exit(6);
+	flit_pub_close(p3);
+	flit_pub_close(p1);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
 static void publisher_with_other_settings_is_refused_naming_the_session(void **state)
 {
 	(void)state;
-	pid_t pid = tl_fork();
-	if (pid == 0) {
-		if (tb_enter(tb, 1))
-			_exit(3);
-		flit_ctx *ctx = net_ctx(NULL);
-		FLIT_OPTS(flit_pub_opts, a, .transport = nt_default(), .config = "session = md\nbatch = true");
-		FLIT_OPTS(flit_pub_opts, b, .transport = nt_default(), .config = "session = md\nbatch = false");
-		FLIT_OPTS(flit_pub_opts, c, .transport = nt_default(), .config = "session = other\nbatch = false");
-		flit_pub *p1 = ctx ? flit_pub_new(ctx, "sr.a", &a) : NULL;
-		if (!p1)
-			_exit(4);
-		flit_pub *p2 = flit_pub_new(ctx, "sr.b", &b);
-		if (p2 || errno != EINVAL || !strstr(flit_errmsg(), "session 'md'") ||
-		    !strstr(flit_errmsg(), "sr.a")) {
-			fprintf(stderr, "second publisher: %p %s\n", (void *)p2, flit_errmsg());
-			_exit(5);
-		}
-		flit_pub *p3 = flit_pub_new(ctx, "sr.b", &c);
-		if (!p3)
-			_exit(6);
-		flit_pub_close(p3);
-		flit_pub_close(p1);
-		flit_ctx_close(ctx);
-		_exit(0);
-	}
-	int status;
-	waitpid(pid, &status, 0);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	in_h1(publisher_with_other_settings_is_refused_naming_the_session_body);
 }
 
 /* In h1: a session holds 65,536 topics (indexes 0 .. 65535); one more is
  * refused naming the session, and once a topic ended its index is taken
  * by the next. */
+static void a_session_holds_65536_topics_then_reuses_ended_indexes_body(void)
+{
+	enum { N = 65536 };
+	char topic[32];
+	flit_ctx *ctx = net_ctx("context.stats = off\n");
+	FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = big");
+	flit_pub **p = calloc(N + 1, sizeof(*p));
+	if (!ctx || !p)
+		_exit(4);
+	for (int i = 0; i < N; i++) {
+		snprintf(topic, sizeof(topic), "big.%d", i);
+		if (!(p[i] = flit_pub_new(ctx, topic, &po))) {
+			fprintf(stderr, "topic %d: %s\n", i, flit_errmsg());
+			_exit(5);
+		}
+	}
+	if (flit_pub_new(ctx, "big.more", &po) || errno != ENOSPC ||
+	    !strstr(flit_errmsg(), "session 'big' holds 65536 topics")) {
+		fprintf(stderr, "topic 65537: %s\n", flit_errmsg());
+		_exit(6);
+	}
+	flit_pub_close(p[777]);
+	if (!(p[777] = flit_pub_new(ctx, "big.again", &po)) || flit_pub_send(p[777], "x", 1) != 0) {
+		fprintf(stderr, "after a close: %s\n", flit_errmsg());
+		_exit(7);
+	}
+	for (int i = 0; i < N; i++)
+		flit_pub_close(p[i]);
+	free(p);
+	flit_ctx_close(ctx);
+	_exit(0);
+}
+
 static void a_session_holds_65536_topics_then_reuses_ended_indexes(void **state)
 {
 	(void)state;
-	pid_t pid = tl_fork();
-	if (pid == 0) {
-		enum { N = 65536 };
-		char topic[32];
-		if (tb_enter(tb, 1))
-			_exit(3);
-		flit_ctx *ctx = net_ctx("context.stats = off\n");
-		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = big");
-		flit_pub **p = calloc(N + 1, sizeof(*p));
-		if (!ctx || !p)
-			_exit(4);
-		for (int i = 0; i < N; i++) {
-			snprintf(topic, sizeof(topic), "big.%d", i);
-			if (!(p[i] = flit_pub_new(ctx, topic, &po))) {
-				fprintf(stderr, "topic %d: %s\n", i, flit_errmsg());
-				_exit(5);
-			}
-		}
-		if (flit_pub_new(ctx, "big.more", &po) || errno != ENOSPC ||
-		    !strstr(flit_errmsg(), "session 'big' holds 65536 topics")) {
-			fprintf(stderr, "topic 65537: %s\n", flit_errmsg());
-			_exit(6);
-		}
-		flit_pub_close(p[777]);
-		if (!(p[777] = flit_pub_new(ctx, "big.again", &po)) || flit_pub_send(p[777], "x", 1) != 0) {
-			fprintf(stderr, "after a close: %s\n", flit_errmsg());
-			_exit(7);
-		}
-		for (int i = 0; i < N; i++)
-			flit_pub_close(p[i]);
-		free(p);
-		flit_ctx_close(ctx);
-		_exit(0);
-	}
-	int status;
-	waitpid(pid, &status, 0);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	in_h1(a_session_holds_65536_topics_then_reuses_ended_indexes_body);
 }
 
 struct killed { unsigned bos, eos, died, data; volatile int done; };

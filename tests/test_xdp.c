@@ -127,31 +127,20 @@ static void xdp_and_kernel_udp_interoperate_with_valid_checksums(void **state)
 	assert_true(rx.xdp[FLIT_XDP_REDIRECTED] >= N / 2);
 }
 
-/* Two sources on one group:port, each its own session (source.session =
- * own); the AF_XDP receiver wants one: the other session's frames are
- * dropped by the program, not copied up. */
-static void two_pub_main(const struct pub_args *a, int stop)
+/* Wait (10 s at most, else exit 6) for a receiver of want, send n messages
+ * on want and on other in turn, then serve until the parent says stop. */
+static void pair_send_serve(flit_ctx *ctx, flit_pub *want, flit_pub *other, uint64_t n, int stop)
 {
 	unsigned char buf[64];
-	if (tb_enter(tb, 1))
-		_exit(3);
-	flit_ctx *ctx = net_ctx_on("xdp", NULL);
-	if (!ctx)
-		_exit(4);
-	const char *grp = "udp.group = 239.192.90.7\nudp.port = 14900\nsession = own";
-	FLIT_OPTS(flit_pub_opts, po, .transport = "xdp", .config = grp);
-	flit_pub *want = flit_pub_new(ctx, "f.want", &po);
-	flit_pub *other = flit_pub_new(ctx, "f.other", &po);
-	if (!want || !other)
-		_exit(5);
 	uint64_t end = tl_now_ms() + 10000;
+
 	while (flit_pub_receivers(want) < 1) {
 		if (tl_now_ms() > end)
 			_exit(6);
 		flit_ctx_poll(ctx, 0);
 		usleep(1000);
 	}
-	for (uint64_t i = 0; i < a->n; i++) {
+	for (uint64_t i = 0; i < n; i++) {
 		tl_fill(buf, sizeof(buf), i);
 		while (flit_pub_send(want, buf, sizeof(buf)) != 0)
 			flit_ctx_poll(ctx, 0);
@@ -163,6 +152,25 @@ static void two_pub_main(const struct pub_args *a, int stop)
 	struct pollfd p = { .fd = stop, .events = POLLIN };
 	while (poll(&p, 1, 50) == 0)
 		flit_ctx_poll(ctx, 0);
+}
+
+/* Two sources on one group:port, each its own session (source.session =
+ * own); the AF_XDP receiver wants one: the other session's frames are
+ * dropped by the program, not copied up. */
+static void two_pub_main(const struct pub_args *a, int stop)
+{
+	if (tb_enter(tb, 1))
+		_exit(3);
+	flit_ctx *ctx = net_ctx_on("xdp", NULL);
+	if (!ctx)
+		_exit(4);
+	const char *grp = "udp.group = 239.192.90.7\nudp.port = 14900\nsession = own";
+	FLIT_OPTS(flit_pub_opts, po, .transport = "xdp", .config = grp);
+	flit_pub *want = flit_pub_new(ctx, "f.want", &po);
+	flit_pub *other = flit_pub_new(ctx, "f.other", &po);
+	if (!want || !other)
+		_exit(5);
+	pair_send_serve(ctx, want, other, a->n, stop);
 	flit_pub_close(want);
 	flit_pub_close(other);
 	flit_ctx_close(ctx);
@@ -216,26 +224,8 @@ static void late_want_main(const struct pub_args *a, int stop)
 	}
 	flit_pub *want = flit_pub_new(ctx, "g.want", &po);
 	if (!want)
-		_exit(6);
-	end = tl_now_ms() + 10000;
-	while (flit_pub_receivers(want) < 1) {
-		if (tl_now_ms() > end)
-			_exit(7);
-		flit_ctx_poll(ctx, 0);
-		usleep(1000);
-	}
-	for (uint64_t i = 0; i < a->n; i++) {
-		tl_fill(buf, sizeof(buf), i);
-		while (flit_pub_send(want, buf, sizeof(buf)) != 0)
-			flit_ctx_poll(ctx, 0);
-		while (flit_pub_send(other, buf, sizeof(buf)) != 0)
-			flit_ctx_poll(ctx, 0);
-		if (i % 64 == 0)
-			usleep(200);
-	}
-	struct pollfd p = { .fd = stop, .events = POLLIN };
-	while (poll(&p, 1, 50) == 0)
-		flit_ctx_poll(ctx, 0);
+		_exit(7);
+	pair_send_serve(ctx, want, other, a->n, stop);
 	flit_pub_close(want);
 	flit_pub_close(other);
 	flit_pub_close(anchor);

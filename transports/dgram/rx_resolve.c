@@ -253,7 +253,7 @@ int dg_housekeeping(struct flit_tp *tp, uint64_t now, int limit)
 				} else {
 					/* a source that does not answer (an older
 					 * flit): start where INFO said */
-					dg_sess_start(s, NULL, s->lj_fallback);
+					ev += dg_sess_start(s, NULL, s->lj_fallback);
 				}
 			}
 			if (s->lj_wait) {

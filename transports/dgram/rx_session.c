@@ -159,13 +159,14 @@ static void held_add(struct rsess *s, const uint8_t *p, const struct flit_frame_
 	s->held_bytes += h->len;
 }
 
-static void sess_start_at(struct rsess *s, uint64_t start, const char *how,
-			  const struct flit_ctl_late *late, uint64_t next);
+static int sess_start_at(struct rsess *s, uint64_t start, const char *how,
+			 const struct flit_ctl_late *late, uint64_t next);
 
 /* Start the session: where the source's answer to our JOIN with
  * FLIT_JF_LATE says (late, non-NULL; next: its live start), or where INFO
- * said when it never came. */
-void dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next)
+ * said when it never came.  Returns the events delivered (the data that
+ * came meanwhile, held until now). */
+int dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next)
 {
 	struct flit_tp *tp = s->tp;
 	uint64_t start = s->lj_fallback;
@@ -192,34 +193,40 @@ void dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t n
 			flit_rx_session_late_join(s->core, start, next);
 			flit_info("udp: session %08x: late join from %llu, live from %llu", s->id,
 				  (unsigned long long)start, (unsigned long long)next);
-			sess_start_at(s, start, "late join", late, next);
-			return;
+			return sess_start_at(s, start, "late join", late, next);
 		} else if (start > next) {
 			start = next;
 		}
 	}
 	flit_rx_session_start(s->core, start);
-	sess_start_at(s, start, how, late, next);
+	return sess_start_at(s, start, how, late, next);
 }
 
-/* Start the reliability layer at `start` and hand it what came meanwhile. */
-static void sess_start_at(struct rsess *s, uint64_t start, const char *how,
-			  const struct flit_ctl_late *late, uint64_t next)
+/* Start the reliability layer at `start` and hand it what came meanwhile:
+ * the events delivered. */
+static int sess_start_at(struct rsess *s, uint64_t start, const char *how,
+			 const struct flit_ctl_late *late, uint64_t next)
 {
 	uint64_t now = mono();
+	int ev = 0;
 
 	flit_rel_rx_start(s->rel, start);
 	flit_debug("udp: session %08x starts at %llu (%s), %u datagrams held", s->id,
 		   (unsigned long long)start, how, s->nheld);
-	for (unsigned i = 0; i < s->nheld && s->core; i++)
-		flit_rel_rx_data(s->rel, s->held[i].f, s->held[i].len, s->held[i].seq,
-				 s->held[i].count, now);
+	for (unsigned i = 0; i < s->nheld && s->core; i++) {
+		int n = flit_rel_rx_data(s->rel, s->held[i].f, s->held[i].len, s->held[i].seq,
+					 s->held[i].count, now);
+		ev += n > 0 ? n : 0;
+	}
 	held_free(s);
 	/* LATE said where the source is: what is missing up to there is a gap
 	 * now (NAKed after the backoff), not at the next heartbeat of an idle
 	 * source (up to source.udp.hb_max_ms away) */
-	if (late && s->core && start < next)
-		flit_rel_rx_hb(s->rel, next, late->trail, now);
+	if (late && s->core && start < next) {
+		int n = flit_rel_rx_hb(s->rel, next, late->trail, now);
+		ev += n > 0 ? n : 0;
+	}
+	return ev;
 }
 
 int dg_sess_unbind(struct rsess *s, uint32_t flags, bool leave)
@@ -711,15 +718,16 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		s->last_heard = now;
 		if (!s->core)
 			return 0;
+		int started = 0;
 		if (s->lj_wait && (h.flags & FLIT_HBF_END))
-			dg_sess_start(s, NULL, h.seq);
+			started = dg_sess_start(s, NULL, h.seq);
 		else if (s->lj_wait)
 			return 0;
 		if (h.flags & FLIT_HBF_END) {
 			/* nothing more will come: what is still missing is
 			 * lost (reported), what is held is delivered */
 			int ev = flit_rel_rx_hb(s->rel, h.seq, h.seq, now);
-			ev = (ev < 0 ? 0 : ev) + dg_sess_unbind(s, 0, false);
+			ev = started + (ev < 0 ? 0 : ev) + dg_sess_unbind(s, 0, false);
 			dg_sess_ended(tp, s, now);
 			return ev;
 		}
@@ -754,11 +762,11 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 			return 0; /* answered twice, or not asked */
 		flit_ctl_late_get(p, &late);
 		s->last_heard = now;
-		dg_sess_start(s, &late, h.seq);
+		int ev = dg_sess_start(s, &late, h.seq);
 		uint64_t dl = flit_rel_rx_deadline(s->rel);
 		if (dl < tp->next_house)
 			tp->next_house = dl;
-		return 0;
+		return ev;
 	}
 	default:
 		/* NAK, QUERY, JOIN are for sources; a receiver ignores them */

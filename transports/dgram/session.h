@@ -390,7 +390,7 @@ void dg_rx_send(struct flit_tp *tp, const void *buf, size_t len,
 bool dg_sess_wanted(const struct rsess *s);
 void dg_send_join(struct rsess *s, uint16_t flags);
 int dg_sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t now);
-void dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next);
+int dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t next);
 int dg_sess_unbind(struct rsess *s, uint32_t flags, bool leave);
 void dg_sess_delete(struct flit_tp *tp, struct rsess *s);
 void dg_sess_ended(struct flit_tp *tp, struct rsess *s, uint64_t now);
