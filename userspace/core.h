@@ -110,6 +110,7 @@ struct flit_rx_topic {
 	 * came; a jump is the topic's loss */
 	uint64_t next_tseq;
 	bool tseq_known;
+	bool seen;            /* a message of it came (wanted or not) */
 };
 
 struct flit_rx_session {
@@ -118,9 +119,11 @@ struct flit_rx_session {
 	bool started;         /* next_seq is meaningful */
 	bool catching_up;     /* delivering what the source retained (late join) */
 	bool rcv_ts;          /* some subscriber wants receive stamps */
-	bool tseq;            /* its frames carry topic numbers (FLIT_FF_TSEQ):
-			       * loss is told per topic, in the topic's
-			       * numbers, not per session */
+	bool tseq;            /* several topics (frames with FLIT_FF_TSEQ, or
+			       * two named): loss is told per topic, in the
+			       * topic's numbers, not per session */
+	bool origin0;         /* started at the session's first message: every
+			       * topic it names is known from its number 0 */
 	uint64_t next_seq;
 	/* late join: messages below late_until are the retained ones
 	 * (FLIT_MSGF_LATE_JOIN); those below late_from were retained beyond

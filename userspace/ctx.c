@@ -666,6 +666,22 @@ static void deliver_event(struct flit_rx_session *rs, flit_sub *s,
 	rs->ctx->in_callback--;
 }
 
+/* The session has several topics from now on (a second one named, or a
+ * frame with FLIT_FF_TSEQ): each is numbered on its own.  A topic that had
+ * messages came in the time of one topic, whose numbers were the
+ * session's: it goes on from the session's next. */
+static void tseq_begin(struct flit_rx_session *rs)
+{
+	rs->tseq = true;
+	for (uint32_t i = 0; i < rs->ntopics; i++) {
+		struct flit_rx_topic *t = &rs->topics[i];
+		if (t->seen) {
+			t->next_tseq = rs->next_seq;
+			t->tseq_known = rs->started;
+		}
+	}
+}
+
 /* Where topic t of session rs is, in the topic's numbers (BOS, EOS): the
  * session's next number unless its frames carry topic numbers; then the
  * topic's next, 0 before its first message. */
@@ -697,8 +713,13 @@ static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
 	t->subs = subs;
 	t->nsubs = n;
 	t->one = n == 1 ? subs[0] : NULL;
-	if (!old)
-		t->tseq_known = false;  /* learnt anew from its next message */
+	if (!old) {
+		/* a receiver that has the session from its first message
+		 * knows a topic none of whose messages came yet from 0;
+		 * else it learns the topic's number from its next message */
+		t->tseq_known = rs->origin0 && !t->seen;
+		t->next_tseq = 0;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		bool known = false;
 		for (unsigned j = 0; j < old && !known; j++)
@@ -749,6 +770,8 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 	}
 	if (idx >= rs->ntopics)
 		rs->ntopics = idx + 1;
+	if (rs->ntopics > 1 && !rs->tseq)
+		tseq_begin(rs);         /* its source numbers each topic */
 	struct flit_rx_topic *t = &rs->topics[idx];
 	if (!t->name || strcmp(t->name, name)) {
 		free(t->name);
@@ -757,6 +780,7 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 		t->nsubs = 0;
 		t->one = NULL;
 		t->tseq_known = false;
+		t->seen = false;        /* a new topic on this index: from 0 */
 		t->name = strdup(name);
 		if (!t->name)
 			return flit_err(ENOMEM, "session: out of memory");
@@ -768,6 +792,7 @@ void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq)
 {
 	rs->started = true;
 	rs->next_seq = seq;
+	rs->origin0 = seq == 0;
 }
 
 void flit_rx_session_late_join(struct flit_rx_session *rs, uint64_t from,
@@ -778,6 +803,7 @@ void flit_rx_session_late_join(struct flit_rx_session *rs, uint64_t from,
 	rs->next_seq = from;
 	rs->late_from = from;
 	rs->late_until = until;
+	rs->origin0 = from == 0;
 }
 
 int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
@@ -862,6 +888,7 @@ static __attribute__((noinline)) int rx_resync(struct flit_rx_session *rs,
 	if (!rs->started) {
 		rs->started = true;
 		rs->next_seq = seq;
+		rs->origin0 = seq == 0;
 		return 0;
 	}
 	/* the first retained message may be later than asked for: the
@@ -902,7 +929,7 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 	/* topic numbers from the first frame that has them on: loss is then
 	 * told per topic (a gap before that frame, per session, above) */
 	if (FLIT_UNLIKELY((h.flags & FLIT_FF_TSEQ) && !rs->tseq))
-		rs->tseq = true;
+		tseq_begin(rs);
 
 	struct flit_msg m;
 	m.kind = FLIT_MSG_DATA;
@@ -944,6 +971,7 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 			continue;
 		}
 		struct flit_rx_topic *t = &rs->topics[w.topic];
+		t->seen = true;
 		if (FLIT_UNLIKELY(!t->nsubs)) {
 			rs->unnamed += !t->name;
 			ctx->rx.msgs_filtered++;
@@ -957,7 +985,10 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 				rs->catching_up = late = false;
 			}
 		}
-		if (FLIT_UNLIKELY(it.tseq)) {
+		/* several topics: each is numbered on its own (a frame
+		 * without FLIT_FF_TSEQ is of the time the session had one
+		 * topic, whose numbers were the session's) */
+		if (FLIT_UNLIKELY(rs->tseq)) {
 			if (FLIT_UNLIKELY(w.tseq != t->next_tseq || !t->tseq_known))
 				delivered += topic_resync(rs, t, w.tseq);
 			t->next_tseq = w.tseq + 1;

@@ -211,7 +211,10 @@ enum flit_msg_kind {
 	FLIT_MSG_EOS = 2,
 	/* Messages seq .. seq + lost - 1 of this topic from this source cannot
 	 * be delivered.  In a session of several topics, told when the
-	 * topic's next message shows the jump. */
+	 * topic's next message shows the jump (its first messages too when
+	 * the receiver has had the session from its start; the last ones
+	 * before EOS, with nothing after them, are counted in the context's
+	 * msgs_lost only). */
 	FLIT_MSG_LOSS = 3,
 };
 
