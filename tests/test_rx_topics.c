@@ -78,13 +78,13 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* A session named "t.a" (index 0), "t.b" (1) and "t.c" (2, nobody's). */
-static struct flit_rx_session *session(uint64_t start, bool start_known)
+/* A session started at `start`, its topics "t.a" (index 0), "t.b" (1) and
+ * "t.c" (2, nobody's). */
+static struct flit_rx_session *session(uint64_t start)
 {
 	struct flit_rx_session *rs = flit_rx_session_new(ctx, SID, "test");
 	assert_non_null(rs);
-	if (start_known)
-		flit_rx_session_start(rs, start);
+	flit_rx_session_start(rs, start);
 	assert_int_equal(flit_rx_session_topic(rs, 0, "t.a"), 1);
 	assert_int_equal(flit_rx_session_topic(rs, 1, "t.b"), 1);
 	assert_int_equal(flit_rx_session_topic(rs, 2, "t.c"), 0);
@@ -126,7 +126,7 @@ static void expect(const struct rec *r, unsigned i, int kind, uint64_t seq, uint
 static void each_topic_is_numbered_on_its_own(void **state)
 {
 	(void)state;
-	struct flit_rx_session *rs = session(0, true);
+	struct flit_rx_session *rs = session(0);
 	expect(&ra, 0, FLIT_MSG_BOS, 0, 0);
 	expect(&rb, 0, FLIT_MSG_BOS, 0, 0);
 	const uint32_t t1[4] = { 0, 1, 2, 0 };
@@ -150,7 +150,7 @@ static void each_topic_is_numbered_on_its_own(void **state)
 static void a_topic_s_jump_is_its_own_loss_in_its_numbers(void **state)
 {
 	(void)state;
-	struct flit_rx_session *rs = session(0, true);
+	struct flit_rx_session *rs = session(0);
 	const uint32_t t1[2] = { 0, 1 };
 	const uint64_t q1[2] = { 0, 0 };
 	feed(rs, 0, 2, t1, q1);
@@ -178,7 +178,7 @@ static void a_topic_s_jump_is_its_own_loss_in_its_numbers(void **state)
 static void from_the_session_s_start_a_topic_s_first_messages_count(void **state)
 {
 	(void)state;
-	struct flit_rx_session *rs = session(0, true);
+	struct flit_rx_session *rs = session(0);
 	/* t.b's numbers 0 and 1 never came (and nothing else told it) */
 	const uint32_t t1[1] = { 1 };
 	const uint64_t q1[1] = { 2 };
@@ -191,7 +191,7 @@ static void from_the_session_s_start_a_topic_s_first_messages_count(void **state
 static void joined_later_a_topic_s_number_is_learnt_without_loss(void **state)
 {
 	(void)state;
-	struct flit_rx_session *rs = session(1000, true);
+	struct flit_rx_session *rs = session(1000);
 	expect(&rb, 0, FLIT_MSG_BOS, 0, 0);             /* not yet known: 0 */
 	const uint32_t t1[2] = { 1, 0 };
 	const uint64_t q1[2] = { 500, 700 };
