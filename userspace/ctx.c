@@ -683,14 +683,13 @@ static void tseq_begin(struct flit_rx_session *rs)
 }
 
 /* Where topic t of session rs is, in the topic's numbers (BOS, EOS): the
- * session's next number unless its frames carry topic numbers; then the
- * topic's next, 0 before its first message. */
+ * session's next number while it has one topic; with several, the topic's
+ * next, 0 before it is known. */
 static uint64_t topic_seq(const struct flit_rx_session *rs, const struct flit_rx_topic *t)
 {
 	if (t->tseq_known)
 		return t->next_tseq;
-	/* several topics named: the session's numbers are not the topic's */
-	return rs->tseq || rs->ntopics > 1 ? 0 : rs->next_seq;
+	return rs->tseq ? 0 : rs->next_seq;
 }
 
 /* Recompute which subscribers receive topic t of session rs; BOS to the new
@@ -926,8 +925,9 @@ int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 	ctx->rx.frames_received++;
 	if (FLIT_UNLIKELY(h.seq != rs->next_seq || !rs->started))
 		delivered = rx_resync(rs, h.seq);
-	/* topic numbers from the first frame that has them on: loss is then
-	 * told per topic (a gap before that frame, per session, above) */
+	/* topic numbers from the first frame that has them on, if no second
+	 * topic was named before: loss is then told per topic (a gap before
+	 * that frame, per session, above) */
 	if (FLIT_UNLIKELY((h.flags & FLIT_FF_TSEQ) && !rs->tseq))
 		tseq_begin(rs);
 

@@ -619,6 +619,14 @@ static int prog_name_of(const char *ifname, uint32_t id, char *name, size_t len)
 	return err;
 }
 
+/* s holds one program, s->main_id named s->main_name. */
+static void one_program(struct ifstate *s)
+{
+	s->ids[0] = s->main_id;
+	memcpy(s->names[0], s->main_name, sizeof(s->names[0]));
+	s->nids = 1;
+}
+
 /* What is attached to s->ifindex.  A single program is read by netlink and
  * its own info; libxdp is asked only about its dispatcher (several programs
  * in run order, their priorities and chain-call actions). */
@@ -648,9 +656,7 @@ static int read_attached(struct ifstate *s)
 	if (strcmp(s->main_name, "xdp_dispatcher")) {
 		s->attached = true;
 		s->main_id = id;
-		s->ids[0] = id;
-		memcpy(s->names[0], s->main_name, sizeof(s->names[0]));
-		s->nids = 1;
+		one_program(s);
 		return 0;
 	}
 
@@ -666,9 +672,7 @@ static int read_attached(struct ifstate *s)
 		FLIT_XDP_MODE_SKB : FLIT_XDP_MODE_NATIVE;
 	s->main_id = id;
 	if (!s->multiprog) {
-		s->ids[0] = s->main_id;
-		memcpy(s->names[0], s->main_name, sizeof(s->names[0]));
-		s->nids = 1;
+		one_program(s);
 	} else {
 		for (p = xdp_multiprog__next_prog(NULL, mp); p && s->nids < 16;
 		     p = xdp_multiprog__next_prog(p, mp)) {
