@@ -26,8 +26,11 @@
  *   DATA of a filtering session: checks 7a..7c on up to FLIT_XDP_WALK_MAX
  *   messages (and 8 when that is all of them), a topics lookup each:
  *     a failed check before a wanted topic         -> MALFORMED
- *     a wanted topic (value != 0)                  -> steer (rest unread)
+ *     a wanted topic (value != 0), or with
+ *     FLIT_XDP_SESS_REPORT one at or above named   -> steer (rest unread)
  *     all messages read, none wanted               -> FILTERED
+ *       with REPORT: (session, seq, count) written
+ *       to filtered first; the ring full           -> REPORT_FULL, steer
  *     more messages, none of the first wanted, or
  *     a frame over WALK_BYTES_MAX bytes            -> WALK_LIMIT, steer
  *   steer: bpf_redirect_map(xsks, slot_base + rx_queue_index); an empty or
@@ -82,7 +85,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, FLIT_XDP_SESSIONS_MAX);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct flit_xdp_session);
 } sessions SEC(".maps");
 
 struct {
@@ -91,6 +94,11 @@ struct {
 	__type(key, struct flit_xdp_topic_key);
 	__type(value, __u32);
 } topics SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, FLIT_XDP_FILTERED_BYTES);
+} filtered SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -175,6 +183,27 @@ static __always_inline void count(__u32 idx)
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
 	if (v)
 		(*v)++;
+}
+
+/*
+ * A frame of no wanted message, read whole: dropped (FILTERED).  Of a
+ * REPORT session only once its messages are told in
+ * filtered; a full ring steers it instead (REPORT_FULL: user space drops
+ * it), so the session's receiver never takes a drop here for a loss.  A
+ * frame of no messages numbers nothing: nothing to tell.
+ */
+static __always_inline __u32 filtered_told(const struct flit_wire_hdr *fh, bool report)
+{
+	if (!report || fh->count == 0)
+		return FLIT_XDP_FILTERED;
+	struct flit_xdp_filtered r = {
+		.session = fh->session_id, .count = fh->count, .seq = fh->seq,
+	};
+	if (bpf_ringbuf_output(&filtered, &r, sizeof(r), BPF_RB_NO_WAKEUP)) {
+		count(FLIT_XDP_REPORT_FULL);
+		return FLIT_XDP_REDIRECTED;
+	}
+	return FLIT_XDP_FILTERED;
 }
 
 /*
@@ -282,9 +311,12 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		return FLIT_XDP_MALFORMED;
 
 	__u32 session = fh->session_id;
-	__u32 *sflags = bpf_map_lookup_elem(&sessions, &session);
-	if (!sflags || !(*sflags & FLIT_XDP_SESS_FILTER))
+	struct flit_xdp_session *sv = bpf_map_lookup_elem(&sessions, &session);
+	if (!sv || !(sv->flags & FLIT_XDP_SESS_FILTER))
 		return FLIT_XDP_REDIRECTED;
+	/* REPORT: topics at or above named are steered */
+	bool report = sv->flags & FLIT_XDP_SESS_REPORT;
+	__u32 named = sv->named;
 
 	/* ---- the topic filter: PROTOCOL.md checks 7a..7c, 8 ---- */
 	__u32 nmsg = fh->count;
@@ -302,7 +334,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 			/* whole frame read, nothing wanted */
 			if (off != flen)
 				return FLIT_XDP_MALFORMED;
-			return FLIT_XDP_FILTERED;
+			return filtered_told(fh, report);
 		}
 		if (off + mh > flen)
 			return FLIT_XDP_MALFORMED;
@@ -317,6 +349,8 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		if (off > flen)
 			return FLIT_XDP_MALFORMED;
 		tkey.topic = m[0];
+		if (report && tkey.topic >= named)
+			return FLIT_XDP_REDIRECTED;
 		__u32 *want = bpf_map_lookup_elem(&topics, &tkey);
 		if (want && *want)
 			return FLIT_XDP_REDIRECTED;
@@ -324,7 +358,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 	if (nmsg == FLIT_XDP_WALK_MAX) {
 		if (off != flen)
 			return FLIT_XDP_MALFORMED;
-		return FLIT_XDP_FILTERED;
+		return filtered_told(fh, report);
 	}
 	count(FLIT_XDP_WALK_LIMIT);
 	return FLIT_XDP_REDIRECTED;

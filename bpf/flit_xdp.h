@@ -12,8 +12,11 @@
  * /sys/fs/bpf/flit/<ifname>/<name>):
  *   flows     HASH   struct flit_xdp_flow_key -> struct flit_xdp_flow
  *   xsks      XSKMAP u32 slot -> AF_XDP socket (slot = flow.slot_base + rx queue)
- *   sessions  HASH   u32 session id -> u32 (FLIT_XDP_SESS_*)
+ *   sessions  HASH   u32 session id -> struct flit_xdp_session
  *   topics    HASH   struct flit_xdp_topic_key -> u32 (1: wanted)
+ *   filtered  RINGBUF struct flit_xdp_filtered records: the frames dropped
+ *             for sessions with FLIT_XDP_SESS_REPORT (one consumer: the
+ *             context that owns the interface's sockets)
  *   counters  PERCPU_ARRAY u32 (enum flit_xdp_counter) -> u64
  *   version   ARRAY  u32 0 -> u32 FLIT_XDP_VERSION (written at load)
  *
@@ -35,26 +38,34 @@
  *     XDP_DROP (FILTERED); a frame with any wanted message is steered whole,
  *     and one with more messages than FLIT_XDP_WALK_MAX (or longer than
  *     0x7ff8 bytes) is steered unread (WALK_LIMIT);
+ *   - with FLIT_XDP_SESS_REPORT also: a message of a topic at or above the
+ *     session's `named` (one user space has not learnt yet) makes the frame
+ *     steered whole; a dropped frame of messages is written to filtered
+ *     (session, first seq, count) first, and when the ring is full it is
+ *     steered instead (REPORT_FULL), so no drop goes untold;
  *   - everything else on a flow (control frames 2..7, DATA of sessions not
  *     listed): redirected to xsks[slot_base + rx_queue_index]; no socket
  *     there: XDP_PASS (NO_SOCKET), so a kernel socket on the group still
  *     gets it.
  *
- * A filtered frame leaves a gap in its session's sequence numbers: user
- * space filters only sessions of which it wants no topic at all (the xdp
- * transport never lists a session it receives), so its reliability layer
- * never sees those gaps.
+ * A filtered frame leaves a gap in its session's sequence numbers.  A
+ * session filtered without FLIT_XDP_SESS_REPORT is one user space does not
+ * receive at all, so no reliability layer sees those gaps; a session user
+ * space receives (some of its topics wanted) is filtered with REPORT, and
+ * the records of filtered tell its reliability layer which numbers were
+ * dropped here rather than lost (userspace/rel.h flit_rel_rx_skip()).
  */
 #ifndef FLIT_XDP_H
 #define FLIT_XDP_H
 
-#define FLIT_XDP_VERSION 4
+#define FLIT_XDP_VERSION 5
 
 #define FLIT_XDP_FLOWS_MAX    1024
 #define FLIT_XDP_XSKS_MAX     64    /* slots in xsks */
 #define FLIT_XDP_SESSIONS_MAX 16384
 #define FLIT_XDP_TOPICS_MAX   65536
 #define FLIT_XDP_WALK_MAX     32    /* messages the topic filter reads per frame */
+#define FLIT_XDP_FILTERED_BYTES (256 * 1024) /* the filtered ring's size */
 
 /* Key of flows: destination of the UDP datagram, both in network order. */
 struct flit_xdp_flow_key {
@@ -68,8 +79,24 @@ struct flit_xdp_flow {
 	__u32 flags;       /* 0 (reserved) */
 };
 
-/* value bits of sessions */
+/* value of sessions */
+struct flit_xdp_session {
+	__u32 flags;       /* FLIT_XDP_SESS_* */
+	__u32 named;       /* with FLIT_XDP_SESS_REPORT: topic indexes below it
+			    * are known to user space (the others steered) */
+};
+
 #define FLIT_XDP_SESS_FILTER 0x1u  /* drop DATA frames with no wanted topic */
+#define FLIT_XDP_SESS_REPORT 0x2u  /* ... told in filtered; unnamed topics steered */
+#define FLIT_XDP_SESS_KNOWN  0x3u
+
+/* record of filtered: a DATA frame dropped for a REPORT session, its
+ * messages [seq, seq + count) */
+struct flit_xdp_filtered {
+	__u32 session;
+	__u32 count;
+	__u64 seq;
+};
 
 struct flit_xdp_topic_key {
 	__u32 session;     /* host order, as in the frame (little-endian wire) */
@@ -95,6 +122,7 @@ enum flit_xdp_counter {
 	/* extra information (not verdicts) */
 	FLIT_XDP_VLAN,           /* frames that carried 802.1Q/802.1ad tags */
 	FLIT_XDP_WALK_LIMIT,     /* frames steered unread past FLIT_XDP_WALK_MAX */
+	FLIT_XDP_REPORT_FULL,    /* frames steered, not dropped: filtered was full */
 	FLIT_XDP_COUNTERS,
 };
 
@@ -127,6 +155,6 @@ struct flit_xdp_rx_meta {
 	"passed", "redirected", "filtered", "malformed",                  \
 	"pass_short", "pass_not_ipv4", "pass_ipv6", "pass_not_udp",       \
 	"pass_fragment", "pass_no_flow", "pass_not_flit", "pass_no_socket", \
-	"vlan", "walk_limit" }
+	"vlan", "walk_limit", "report_full" }
 
 #endif

@@ -675,6 +675,13 @@ static int rec_loss(void *arg, uint64_t first, uint64_t n)
 	return 1;
 }
 
+static int rec_skip(void *arg, uint64_t first, uint64_t n)
+{
+	struct rec *r = arg;
+	rec_add(r, 'S', first, n);
+	return 0;
+}
+
 static const struct flit_rel_rx_cfg RXCFG = {
 	.nak_backoff_ns = 1000,
 	.nak_interval_ns = 10000,
@@ -765,6 +772,95 @@ static void rx_rejects_bad_frames(void **state)
 	assert_int_equal(flit_rel_rx_data(rx, NULL, len, 0, 1, 0), -EINVAL);
 	assert_int_equal(flit_rel_rx_data(rx, buf, 0, 0, 1, 0), -EINVAL);
 	assert_false(flit_rel_rx_started(rx));
+	flit_rel_rx_free(rx);
+}
+
+/* ==== skipped ranges (dropped before the receiver: flit_rel_rx_skip) ===== */
+
+static void rx_skip_needs_its_callback_and_a_range(void **state)
+{
+	(void)state;
+	struct rec r;
+	struct flit_rel_rx *rx = rx_mk(&RXCFG, 1, &r);
+	assert_int_equal(flit_rel_rx_skip(rx, 0, 1, 0), -EINVAL);   /* no callback */
+	flit_rel_rx_on_skip(rx, rec_skip);
+	assert_int_equal(flit_rel_rx_skip(rx, 0, 0, 0), -EINVAL);
+	assert_int_equal(flit_rel_rx_skip(rx, UINT64_MAX, 2, 0), -EINVAL);
+	/* before the receiver started: nothing to place it against */
+	assert_int_equal(flit_rel_rx_skip(rx, 0, 4, 0), 0);
+	assert_false(flit_rel_rx_started(rx));
+	assert_string_equal(evs(&r), "");
+	flit_rel_rx_free(rx);
+}
+
+static void rx_skip_in_order_moves_on_without_a_nak(void **state)
+{
+	(void)state;
+	struct rec r;
+	struct flit_rel_rx *rx = rx_mk(&RXCFG, 1, &r);
+	flit_rel_rx_on_skip(rx, rec_skip);
+	assert_int_equal(rx_put(rx, 0, 2, 0), 1);
+	assert_int_equal(flit_rel_rx_skip(rx, 2, 5, 0), 0);
+	assert_int_equal(rx_put(rx, 7, 1, 0), 1);
+	/* overlapping what came: only the part not seen is told */
+	assert_int_equal(flit_rel_rx_skip(rx, 6, 4, 0), 0);
+	/* wholly behind: nothing (and no duplicate counted) */
+	assert_int_equal(flit_rel_rx_skip(rx, 3, 2, 0), 0);
+	assert_string_equal(evs(&r), "D0+2 S2+5 D7+1 S8+2");
+	assert_int_equal(flit_rel_rx_expected(rx), 10);
+	assert_int_equal(flit_rel_rx_deadline(rx), UINT64_MAX);
+	assert_string_equal(rx_naks(rx, 1000000, 8, NULL), "");
+	struct flit_rel_rx_stats st;
+	flit_rel_rx_stats(rx, &st);
+	assert_int_equal(st.msgs_skipped, 7);
+	assert_int_equal(st.duplicates + st.gaps_opened + st.frames_held, 0);
+	flit_rel_rx_free(rx);
+}
+
+static void rx_skip_fills_a_gap_and_releases_what_was_held(void **state)
+{
+	(void)state;
+	struct rec r;
+	struct flit_rel_rx *rx = rx_mk(&RXCFG, 1, &r);
+	flit_rel_rx_on_skip(rx, rec_skip);
+	assert_int_equal(rx_put(rx, 0, 1, 0), 1);
+	assert_int_equal(rx_put(rx, 5, 1, 0), 0);           /* gap 1..4 */
+	assert_int_not_equal(flit_rel_rx_deadline(rx), UINT64_MAX);
+	/* the frames of the gap were dropped before us: told after the fact */
+	assert_int_equal(flit_rel_rx_skip(rx, 1, 4, 10), 1);
+	assert_string_equal(evs(&r), "D0+1 S1+4 D5+1");
+	assert_int_equal(flit_rel_rx_deadline(rx), UINT64_MAX);
+	assert_string_equal(rx_naks(rx, 1000000, 8, NULL), "");
+	/* a skip in the middle of a gap splits it: the rest is NAKed */
+	assert_int_equal(rx_put(rx, 10, 1, 20), 0);         /* gap 6..9 */
+	assert_int_equal(flit_rel_rx_skip(rx, 7, 2, 20), 0);
+	assert_string_equal(rx_naks(rx, 5000, 8, NULL), "6+1 9+1");
+	assert_int_equal(rx_put(rx, 6, 1, 5001), 1);        /* repaired: 6, then 7..8 */
+	assert_int_equal(rx_put(rx, 9, 1, 5002), 2);        /* 9, then 10 */
+	assert_string_equal(evs(&r), "D6+1 S7+2 D9+1 D10+1");
+	assert_int_equal(flit_rel_rx_expected(rx), 11);
+	flit_rel_rx_free(rx);
+}
+
+static void rx_skip_ahead_is_held_until_its_turn(void **state)
+{
+	(void)state;
+	struct rec r;
+	struct flit_rel_rx *rx = rx_mk(&RXCFG, 1, &r);
+	flit_rel_rx_on_skip(rx, rec_skip);
+	assert_int_equal(rx_put(rx, 0, 1, 0), 1);
+	assert_int_equal(flit_rel_rx_skip(rx, 3, 2, 0), 0);  /* gap 1..2 */
+	assert_int_equal(rx_put(rx, 5, 1, 0), 0);
+	assert_string_equal(rx_naks(rx, 5000, 8, NULL), "1+2");
+	assert_int_equal(rx_put(rx, 1, 2, 5001), 2);         /* 1..2, then 5 */
+	assert_string_equal(evs(&r), "D0+1 D1+2 S3+2 D5+1");
+	/* a gap given up before a held skip: loss, then the skip */
+	assert_int_equal(flit_rel_rx_skip(rx, 8, 1, 2000000), 0);
+	int ret;
+	rx_naks(rx, 2000000 + 200000, 8, &ret);
+	assert_true(ret >= 1);
+	assert_string_equal(evs(&r), "L6+2 S8+1");
+	assert_int_equal(flit_rel_rx_expected(rx), 9);
 	flit_rel_rx_free(rx);
 }
 
@@ -1841,6 +1937,10 @@ int main(void)
 		cmocka_unit_test(rx_new_rejects_bad_config),
 		cmocka_unit_test(rx_rejects_bad_frames),
 		cmocka_unit_test(rx_delivers_in_order_frames_at_once),
+		cmocka_unit_test(rx_skip_needs_its_callback_and_a_range),
+		cmocka_unit_test(rx_skip_in_order_moves_on_without_a_nak),
+		cmocka_unit_test(rx_skip_fills_a_gap_and_releases_what_was_held),
+		cmocka_unit_test(rx_skip_ahead_is_held_until_its_turn),
 		cmocka_unit_test(rx_starts_at_the_first_frame_or_at_start),
 		cmocka_unit_test(rx_single_gap_is_naked_after_backoff_and_repaired_in_order),
 		cmocka_unit_test(rx_first_nak_time_is_uniform_within_backoff),

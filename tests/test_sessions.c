@@ -51,6 +51,7 @@ struct msub_result {
 	unsigned nsessions;
 	int ok;
 	struct flit_counters c;
+	uint64_t xdp[FLIT_XDP_COUNTERS]; /* the host's program (xdp only) */
 };
 
 struct msub {
@@ -145,6 +146,11 @@ static void msub_main(int host, const char *topic, struct msub *st, const char *
 	st->r.ok = st->done;
 	st->r.c.sz = sizeof(st->r.c);
 	flit_ctx_counters(ctx, &st->r.c);
+	struct flit_xdp_maps m;
+	if (nt_xdp(NULL) && flit_xdp_maps_open("eth0", &m) == 0) {
+		flit_xdp_counters(&m, st->r.xdp);
+		flit_xdp_maps_close(&m);
+	}
 	if (write(fd, &st->r, sizeof(st->r)) != sizeof(st->r))
 		_exit(6);
 	flit_sub_close(sub);
@@ -412,6 +418,62 @@ static void loss_5pct_is_repaired_across_the_topics_of_a_session(void **state)
 		assert_int_equal(r.got[k], 4000);
 	assert_true(r.c.naks_sent > 0);
 	assert_int_equal(r.order_errors + r.bad + r.lost_events + r.seq_errors, 0);
+}
+
+/* A subscriber of one topic of a 40-topic session, frames unbatched (one
+ * message each): every message of its topic, in order; the others counted
+ * filtered.  Over xdp they never reach user space: the program drops their
+ * frames (its "filtered" counter) and tells the receiver's reliability
+ * layer, which neither NAKs them nor takes them for loss.  With loss
+ * (impair, after the program): the topic's messages are repaired, across
+ * numbers the program dropped. */
+static void one_topic_among_40(const char *prefix, const char *impair)
+{
+	char topic[16];
+	snprintf(topic, sizeof(topic), "%s.5", prefix);
+	struct mpub pa = { .prefix = prefix, .src_cfg = "session = md", .ntopics = 40,
+			   .rounds = 1000, .gap_us = 200, .close_first_after = -1,
+			   .want_receivers = 1 };
+	struct msub subs[1] = { { .prefix = prefix, .rounds = { [5] = 1000 } } };
+	const int hosts[1] = { 3 };
+	const char *const topics[1] = { topic };
+	struct msub_result r;
+
+	mrun(&pa, 1, hosts, topics, subs, impair, &r, 30000);
+	show(topic, &r, 8);
+	printf("# msgs_filtered %llu, naks %llu; xdp: filtered %llu, redirected %llu, report_full %llu\n",
+	       (unsigned long long)r.c.msgs_filtered, (unsigned long long)r.c.naks_sent,
+	       (unsigned long long)r.xdp[FLIT_XDP_FILTERED],
+	       (unsigned long long)r.xdp[FLIT_XDP_REDIRECTED],
+	       (unsigned long long)r.xdp[FLIT_XDP_REPORT_FULL]);
+	assert_true(r.ok);
+	assert_int_equal(r.got[5], 1000);
+	assert_int_equal(r.bos[5], 1);
+	assert_int_equal(r.order_errors + r.bad + r.c.malformed + r.seq_errors + r.lost_events, 0);
+	assert_int_equal(r.c.msgs_lost, 0);
+	/* the other 39 topics' messages up to the last round's (those after
+	 * topic 5's last may come once the subscriber is done) */
+	assert_true(r.c.msgs_filtered >= 39 * 999 && r.c.msgs_filtered <= 39 * 1000);
+	if (nt_xdp(NULL)) {
+		/* dropped in the program, not copied up: one frame each */
+		assert_true(r.xdp[FLIT_XDP_FILTERED] >= 39 * 999);
+		if (!impair)
+			assert_int_equal(r.c.naks_sent, 0);
+	}
+	if (impair)
+		assert_true(r.c.naks_sent > 0);
+}
+
+static void a_subscriber_of_one_topic_among_40_gets_it_alone(void **state)
+{
+	(void)state;
+	one_topic_among_40("so", NULL);
+}
+
+static void a_subscriber_of_one_topic_among_40_has_its_loss_repaired(void **state)
+{
+	(void)state;
+	one_topic_among_40("sr", "context.udp.impair = loss=5%,seed=5\n");
 }
 
 /* Loss NAK cannot repair (the source keeps 1 ms of data): each topic's
@@ -918,6 +980,8 @@ int main(void)
 		cmocka_unit_test(closing_one_publisher_ends_its_topic_alone),
 		cmocka_unit_test(loss_5pct_is_repaired_across_the_topics_of_a_session),
 		cmocka_unit_test(unrepaired_loss_is_told_per_topic_in_its_numbers),
+		cmocka_unit_test(a_subscriber_of_one_topic_among_40_gets_it_alone),
+		cmocka_unit_test(a_subscriber_of_one_topic_among_40_has_its_loss_repaired),
 		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
 		cmocka_unit_test(a_claim_holds_the_shared_session_for_other_threads_only),
 		cmocka_unit_test(a_session_holds_65536_topics_then_reuses_ended_indexes),

@@ -55,6 +55,8 @@
 #define SESS_FILT   0x5e550001u   /* sessions: FLIT_XDP_SESS_FILTER */
 #define SESS_PLAIN  0x5e550002u   /* sessions: listed, flags 0 */
 #define SESS_NONE   0x5e550003u   /* not in sessions */
+#define SESS_REP    0x5e550004u   /* FILTER | REPORT, named REP_NAMED */
+#define REP_NAMED   9u            /* T_OTHER (9) and above: not named yet */
 #define T_WANTED    7u            /* topics (SESS_FILT, 7) = 1 */
 #define T_WANTED2   40u           /* topics (SESS_FILT, 40) = 1 */
 #define T_ZERO      8u            /* topics (SESS_FILT, 8) = 0: listed, not wanted */
@@ -73,10 +75,40 @@ static void flow_add(uint32_t addr, uint16_t port, uint32_t slot_base)
 	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.flows), &k, &v, BPF_ANY), 0);
 }
 
+static void session_set_named(uint32_t s, uint32_t flags, uint32_t named)
+{
+	struct flit_xdp_session v = { .flags = flags, .named = named };
+	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.sessions), &s, &v,
+					     BPF_ANY), 0);
+}
+
 static void session_set(uint32_t s, uint32_t flags)
 {
-	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.sessions), &s, &flags,
-					     BPF_ANY), 0);
+	session_set_named(s, flags, 0);
+}
+
+/* The records of the filtered ring, taken (at most cap; the count). */
+struct reports { struct flit_xdp_filtered r[64]; unsigned n, cap, total; };
+
+static int report_cb(void *ctx, void *data, size_t size)
+{
+	struct reports *rp = ctx;
+	assert_int_equal(size, sizeof(struct flit_xdp_filtered));
+	if (rp->n < rp->cap)
+		memcpy(&rp->r[rp->n++], data, sizeof(rp->r[0]));
+	rp->total++;
+	return 0;
+}
+
+static struct reports reports_take(void)
+{
+	struct reports rp = { .cap = 64 };
+	struct ring_buffer *rb = ring_buffer__new(bpf_map__fd(skel->maps.filtered), report_cb,
+						  &rp, NULL);
+	assert_non_null(rb);
+	assert_true(ring_buffer__consume(rb) >= 0);
+	ring_buffer__free(rb);
+	return rp;
 }
 
 static void topic_set(uint32_t s, uint32_t t, uint32_t wanted)
@@ -317,6 +349,8 @@ static int maps_setup(void **state)
 	flow_add(FLOW_ADDR, FLOW_PORT, 0);
 	session_set(SESS_FILT, FLIT_XDP_SESS_FILTER);
 	session_set(SESS_PLAIN, 0);
+	session_set_named(SESS_REP, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT, REP_NAMED);
+	topic_set(SESS_REP, T_WANTED, 1);
 	topic_set(SESS_FILT, T_WANTED, 1);
 	topic_set(SESS_FILT, T_WANTED2, 1);
 	topic_set(SESS_FILT, T_ZERO, 0);
@@ -716,6 +750,92 @@ static void timestamped_frames_are_walked(void **state)
 	expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
 }
 
+/* ---- a parted session (FLIT_XDP_SESS_REPORT) ---- */
+
+static void parted_session_drops_and_tells_each_frame(void **state)
+{
+	uint8_t f[1024];
+	reports_take();
+	struct outcome o = run_spec(&(struct pkt_spec){ 0 }, f, one_msg_frame(f, SESS_REP, T_ZERO));
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	uint32_t t[8] = { 1, 2, 3, 4, 5, 6, 8, 0 };  /* T_WANTED is 7 */
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), FLIT_FF_TSEQ, SESS_REP, 8, t));
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	/* wanted: steered, nothing told */
+	t[6] = T_WANTED;
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_REP, 8, t));
+	expect(o, XDP_PASS, STEERED_NO_SOCKET);
+	/* no messages: dropped, nothing to tell */
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_REP, 0, NULL));
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	/* a malformed frame is not told (user space never sees its numbers) */
+	size_t fl = one_msg_frame(f, SESS_REP, T_ZERO);
+	flit_st32(f + 24 + 4, 200);
+	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+	expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
+
+	struct reports rp = reports_take();
+	assert_int_equal(rp.total, 2);
+	assert_int_equal(rp.r[0].session, SESS_REP);
+	assert_int_equal(rp.r[0].count, 1);
+	assert_int_equal(rp.r[0].seq, 1000);
+	assert_int_equal(rp.r[1].session, SESS_REP);
+	assert_int_equal(rp.r[1].count, 8);
+	assert_int_equal(rp.r[1].seq, 1000);
+	/* a session filtered whole tells nothing */
+	o = run_spec(&(struct pkt_spec){ 0 }, f, one_msg_frame(f, SESS_FILT, T_OTHER));
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	assert_int_equal(reports_take().total, 0);
+}
+
+static void parted_session_steers_topics_not_named_yet(void **state)
+{
+	uint8_t f[1024];
+	reports_take();
+	/* T_OTHER = REP_NAMED: user space has not learnt it, it may be wanted */
+	struct outcome o = run_spec(&(struct pkt_spec){ 0 }, f, one_msg_frame(f, SESS_REP, T_OTHER));
+	expect(o, XDP_PASS, STEERED_NO_SOCKET);
+	uint32_t t[4] = { 1, 2, 0xfffffffeu, 3 };
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_REP, 4, t));
+	expect(o, XDP_PASS, STEERED_NO_SOCKET);
+	/* named further: dropped */
+	session_set_named(SESS_REP, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT, REP_NAMED + 1);
+	o = run_spec(&(struct pkt_spec){ 0 }, f, one_msg_frame(f, SESS_REP, T_OTHER));
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	session_set_named(SESS_REP, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT, REP_NAMED);
+	assert_int_equal(reports_take().total, 1);
+}
+
+static void full_report_ring_steers_instead_of_dropping(void **state)
+{
+	uint8_t f[256], b[512];
+	reports_take();
+	size_t n = build(b, &(struct pkt_spec){ 0 }, f, one_msg_frame(f, SESS_REP, T_ZERO));
+	/* more frames than the ring holds records, nothing read meanwhile */
+	const uint32_t runs = FLIT_XDP_FILTERED_BYTES / 16 + 100;
+	uint64_t before[FLIT_XDP_COUNTERS], after[FLIT_XDP_COUNTERS];
+	LIBBPF_OPTS(bpf_test_run_opts, many, .data_in = b, .data_size_in = (uint32_t)n,
+		    .repeat = runs);
+	counters_read(before);
+	assert_int_equal(bpf_prog_test_run_opts(bpf_program__fd(skel->progs.flit_xdp_steer), &many), 0);
+	counters_read(after);
+	assert_int_equal(many.retval, XDP_PASS);      /* the last: steered (no socket) */
+	uint64_t filt = after[FLIT_XDP_FILTERED] - before[FLIT_XDP_FILTERED];
+	uint64_t full = after[FLIT_XDP_REPORT_FULL] - before[FLIT_XDP_REPORT_FULL];
+	uint64_t nosock = after[FLIT_XDP_NO_SOCKET] - before[FLIT_XDP_NO_SOCKET];
+	printf("# %u runs: %llu dropped and told, %llu steered (ring full)\n", runs,
+	       (unsigned long long)filt, (unsigned long long)full);
+	assert_true(filt > 0 && full > 0);
+	assert_int_equal(filt + full, runs);
+	assert_int_equal(nosock, full);
+	/* every drop is told: the ring holds exactly the dropped frames */
+	assert_int_equal(reports_take().total, filt);
+	/* read: drops again */
+	struct outcome o = run(b, n);
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	assert_int_equal(reports_take().total, 1);
+}
+
 static void frames_with_topic_numbers_are_walked(void **state)
 {
 	uint8_t f[1024];
@@ -1038,6 +1158,9 @@ int main(void)
 		T(batch_with_one_wanted_message_is_steered_whole),
 		T(timestamped_frames_are_walked),
 		T(frames_with_topic_numbers_are_walked),
+		T(parted_session_drops_and_tells_each_frame),
+		T(parted_session_steers_topics_not_named_yet),
+		T(full_report_ring_steers_instead_of_dropping),
 		T(walk_reads_at_most_walk_max_messages),
 		T(message_running_past_frame_is_malformed),
 		T(sessions_not_filtering_are_steered_unread),

@@ -303,14 +303,14 @@ static void sessions_and_topics_round_trip(void **state)
 
 	need_net();
 	assert_int_equal(flit_xdp_maps_open(ifa, &m), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 0x1a2b3c4d, FLIT_XDP_SESS_FILTER), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 7, 0x80), -EINVAL);
+	assert_int_equal(flit_xdp_session_set(&m, 0x1a2b3c4d, FLIT_XDP_SESS_FILTER, 0), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 7, 0x80, 0), -EINVAL);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 9, true), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 2, true), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 5, true), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 5, false), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 5, false), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 3, 0), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 3, 0, 0), 0);
 
 	/* sorted; the session without topics once, topic UINT32_MAX */
 	assert_int_equal(flit_xdp_topic_each(&m, on_topic, &ts), 0);

@@ -124,6 +124,9 @@ struct flit_rx_session {
 			       * topic's numbers, not per session */
 	bool origin0;         /* started at the session's first message: every
 			       * topic it names is known from its number 0 */
+	bool skipped;         /* messages of unknown topics were dropped before
+			       * us (flit_rx_session_skip): origin0 no longer
+			       * tells a topic's first number */
 	uint64_t next_seq;
 	/* late join: messages below late_until are the retained ones
 	 * (FLIT_MSGF_LATE_JOIN); those below late_from were retained beyond
@@ -170,6 +173,11 @@ int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t
  * to every subscriber of its topics, unless its frames carry topic numbers
  * (rs->tseq): then each topic's next message tells its own loss. */
 int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n);
+/* Messages [first, first + n) of the session were dropped before the
+ * transport took them (the XDP program's topic filter), in sequence order
+ * where a frame would have been delivered: counted as filtered, not lost.
+ * Returns events (0). */
+int flit_rx_session_skip(struct flit_rx_session *rs, uint64_t first, uint64_t n);
 
 /* The default frame handler (arg = the context). */
 int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,

@@ -716,7 +716,7 @@ static int topic_bind(struct flit_rx_session *rs, struct flit_rx_topic *t)
 		/* a receiver that has the session from its first message
 		 * knows a topic none of whose messages came yet from 0;
 		 * else it learns the topic's number from its next message */
-		t->tseq_known = rs->origin0 && !t->seen;
+		t->tseq_known = rs->origin0 && !t->seen && !rs->skipped;
 		t->next_tseq = 0;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -859,6 +859,19 @@ int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
 				      first, n);
 	}
 	return events;
+}
+
+int flit_rx_session_skip(struct flit_rx_session *rs, uint64_t first, uint64_t n)
+{
+	if (!rs->started)
+		flit_rx_session_start(rs, first);
+	if (rs->next_seq < first + n)
+		rs->next_seq = first + n;
+	/* which topics those messages were of is not known: a topic wanted
+	 * from now on learns its number from its next message */
+	rs->skipped = true;
+	rs->ctx->rx.msgs_filtered += n;
+	return 0;
 }
 
 /* Out of line: a message of topic t whose number is not the topic's next

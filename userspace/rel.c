@@ -505,6 +505,7 @@ struct flit_rel_rx {
 	struct flit_rel_rx_cfg cfg;
 	flit_rel_deliver_fn deliver;
 	flit_rel_loss_fn loss;
+	flit_rel_skip_fn skip;
 	void *arg;
 	uint64_t rng;
 	bool started;
@@ -641,6 +642,11 @@ void flit_rel_rx_free(struct flit_rel_rx *rx)
 	free(rx);
 }
 
+void flit_rel_rx_on_skip(struct flit_rel_rx *rx, flit_rel_skip_fn skip)
+{
+	rx->skip = skip;
+}
+
 void flit_rel_rx_start(struct flit_rel_rx *rx, uint64_t seq)
 {
 	if (rx->started)
@@ -752,6 +758,15 @@ static int rx_call_loss(struct flit_rel_rx *rx, uint64_t first, uint64_t n)
 	return r;
 }
 
+static int rx_call_skip(struct flit_rel_rx *rx, uint64_t first, uint64_t n)
+{
+	rx->st.msgs_skipped += n;
+	rx->in_cb = true;
+	int r = rx->skip(rx->arg, first, n);
+	rx->in_cb = false;
+	return r;
+}
+
 static int ev_add(int ev, int r)
 {
 	return r > INT32_MAX - ev ? INT32_MAX : ev + r;
@@ -776,8 +791,10 @@ static int rx_advance(struct flit_rel_rx *rx)
 				free(h.buf);
 				continue;
 			}
+			uint64_t from = rx->expected;
 			rx->expected = h.end;
-			r = rx_call_deliver(rx, h.buf, h.len);
+			r = h.buf ? rx_call_deliver(rx, h.buf, h.len) :
+				    rx_call_skip(rx, from, h.end - from);
 			free(h.buf);
 			if (r < 0)
 				return r;
@@ -836,23 +853,25 @@ static int rx_enter(struct flit_rel_rx *rx, const char *what)
 	return rx_advance(rx);
 }
 
-int flit_rel_rx_data(struct flit_rel_rx *rx, const void *frame, size_t len,
-		     uint64_t seq, uint32_t count, uint64_t now)
+/* Messages [seq, end) arrived: in a frame (deliver it), or frame NULL:
+ * dropped before us as messages nobody here wants (skip them). */
+static int rx_take(struct flit_rel_rx *rx, const void *frame, size_t len,
+		   uint64_t seq, uint64_t end, uint64_t now)
 {
-	uint64_t end;
 	int ev, r;
 
-	if (!frame || !len || !count || __builtin_add_overflow(seq, (uint64_t)count, &end))
-		return flit_err(EINVAL, "rel rx: bad frame (len %zu, seq %llu, count %u)",
-				len, (unsigned long long)seq, count);
-	ev = rx_enter(rx, "flit_rel_rx_data");
+	ev = rx_enter(rx, frame ? "flit_rel_rx_data" : "flit_rel_rx_skip");
 	if (ev < 0)
 		return ev;
-	if (!rx->started)
+	if (!rx->started) {
+		if (!frame)
+			return ev;  /* nothing to start from */
 		flit_rel_rx_start(rx, seq);
+	}
 
 	if (end <= rx->expected) {
-		rx->st.duplicates++;
+		if (frame)
+			rx->st.duplicates++;
 		return ev;
 	}
 	if (seq <= rx->expected) {
@@ -860,9 +879,10 @@ int flit_rel_rx_data(struct flit_rel_rx *rx, const void *frame, size_t len,
 		 * trims or removes gaps (no split, no allocation) */
 		if (gap_fill(rx, seq, end))
 			return flit_err(ENOMEM, "rel rx: gap list");
+		uint64_t from = rx->expected;
 		rx->high = max_u64(rx->high, end);
 		rx->expected = end;
-		r = rx_call_deliver(rx, frame, len);
+		r = frame ? rx_call_deliver(rx, frame, len) : rx_call_skip(rx, from, end - from);
 		if (r < 0) {
 			rx->pending = true;
 			return r;
@@ -875,16 +895,22 @@ int flit_rel_rx_data(struct flit_rel_rx *rx, const void *frame, size_t len,
 
 	/* ahead of expected: hold it, unless it brings nothing missing */
 	if (end <= rx->high && !gap_overlaps(rx, seq, end)) {
-		rx->st.duplicates++;
+		if (frame)
+			rx->st.duplicates++;
 		return ev;
 	}
 	if (vec_room(&rx->gaps, sizeof(struct rx_gap)) ||
 	    vec_room(&rx->held, sizeof(struct rx_held)))
 		return flit_err(ENOMEM, "rel rx: holding a frame");
-	uint8_t *copy = malloc(len);
-	if (!copy)
-		return flit_err(ENOMEM, "rel rx: holding a %zu-byte frame", len);
-	memcpy(copy, frame, len);
+	uint8_t *copy = NULL;
+	if (frame) {
+		copy = malloc(len);
+		if (!copy)
+			return flit_err(ENOMEM, "rel rx: holding a %zu-byte frame", len);
+		memcpy(copy, frame, len);
+	} else {
+		len = sizeof(struct rx_held); /* what it costs: reorder_bytes bounds it */
+	}
 
 	/* Either a gap opens at the tail (seq > high: nothing to fill) or
 	 * [seq, end) may split one gap: one insert at most, room reserved. */
@@ -910,8 +936,31 @@ int flit_rel_rx_data(struct flit_rel_rx *rx, const void *frame, size_t len,
 	vec_insert(&rx->held, sizeof(struct rx_held), lo);  /* room reserved */
 	*held(rx, lo) = (struct rx_held){ .seq = seq, .end = end, .buf = copy, .len = len };
 	rx->held_bytes += len;
-	rx->st.frames_held++;
+	if (frame)
+		rx->st.frames_held++;
 	return rx_settle(rx, ev);
+}
+
+int flit_rel_rx_data(struct flit_rel_rx *rx, const void *frame, size_t len,
+		     uint64_t seq, uint32_t count, uint64_t now)
+{
+	uint64_t end;
+
+	if (!frame || !len || !count || __builtin_add_overflow(seq, (uint64_t)count, &end))
+		return flit_err(EINVAL, "rel rx: bad frame (len %zu, seq %llu, count %u)",
+				len, (unsigned long long)seq, count);
+	return rx_take(rx, frame, len, seq, end, now);
+}
+
+int flit_rel_rx_skip(struct flit_rel_rx *rx, uint64_t seq, uint32_t count, uint64_t now)
+{
+	uint64_t end;
+
+	if (!rx->skip || !count || __builtin_add_overflow(seq, (uint64_t)count, &end))
+		return flit_err(EINVAL, "rel rx: bad skip (seq %llu, count %u%s)",
+				(unsigned long long)seq, count,
+				rx->skip ? "" : ", no skip callback");
+	return rx_take(rx, NULL, 0, seq, end, now);
 }
 
 /* Give up every missing seq below x. */

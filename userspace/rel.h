@@ -154,6 +154,7 @@ struct flit_rel_rx_stats {
 				   * (once per gap whose NAK time moved) */
 	uint64_t msgs_unrecoverable;
 	uint64_t loss_events;
+	uint64_t msgs_skipped;    /* told dropped before us (flit_rel_rx_skip) */
 };
 
 /* Delivery callbacks; a negative return aborts the call that made it and
@@ -169,6 +170,9 @@ struct flit_rel_rx_stats {
  * timer on the same receiver (-EBUSY) nor free it. */
 typedef int (*flit_rel_deliver_fn)(void *arg, const void *frame, size_t len);
 typedef int (*flit_rel_loss_fn)(void *arg, uint64_t first, uint64_t n);
+/* messages [first, first + n) were dropped before this receiver (nothing
+ * here wants them): in order, where they would have been delivered */
+typedef int (*flit_rel_skip_fn)(void *arg, uint64_t first, uint64_t n);
 
 struct flit_rel_rx;
 
@@ -178,6 +182,8 @@ int flit_rel_rx_new(const struct flit_rel_rx_cfg *cfg, uint64_t seed,
 		    flit_rel_deliver_fn deliver, flit_rel_loss_fn loss,
 		    void *arg, struct flit_rel_rx **out);
 void flit_rel_rx_free(struct flit_rel_rx *rx);
+/* The callback for flit_rel_rx_skip() (none: skips are refused). */
+void flit_rel_rx_on_skip(struct flit_rel_rx *rx, flit_rel_skip_fn skip);
 
 /* The first sequence number this receiver wants (the session's next seq at
  * the time it was resolved).  Without it, the first frame or heartbeat sets
@@ -196,6 +202,14 @@ uint64_t flit_rel_rx_expected(const struct flit_rel_rx *rx);
  * seq + count overflowing, -ENOMEM: the frame was not taken). */
 int flit_rel_rx_data(struct flit_rel_rx *rx, const void *frame, size_t len,
 		     uint64_t seq, uint32_t count, uint64_t now);
+/* Messages [seq, seq + count) were dropped before this receiver, on
+ * purpose (the XDP program's topic filter; none of them is wanted here):
+ * they fill their place like a frame, and when they are in order the skip
+ * callback is told the part not seen before, instead of a delivery.  No
+ * NAK is sent for them.  Ignored before the receiver has started, and
+ * where already delivered or held (not counted as duplicates).  Returns
+ * events or -errno (-EINVAL: count 0, overflow, no skip callback). */
+int flit_rel_rx_skip(struct flit_rel_rx *rx, uint64_t seq, uint32_t count, uint64_t now);
 /* A heartbeat: messages [max(expected, held end), next) are missing (a gap
  * at the tail); messages missing below trail are unrecoverable now (a trail
  * above next is taken as next; a next below what was seen is ignored). */

@@ -132,8 +132,10 @@ struct flit_counters {
 	uint64_t unknown_session; /* frames of sessions not (yet) resolved */
 	uint64_t rate_limited;    /* sends refused by the data rate limit */
 	/* messages of a joined shared session's topics that no subscriber of
-	 * this context wants (or not yet named), dropped after reliability
-	 * (udp, xdp; the XDP program's own filter counts in its maps) */
+	 * this context wants (or not yet named): dropped after reliability
+	 * (udp, xdp), or in the XDP program before the copy into user space
+	 * (xdp: frames of none of the wanted topics; the program's counters
+	 * count those frames as "filtered") */
 	uint64_t msgs_filtered;
 };
 

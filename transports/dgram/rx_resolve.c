@@ -142,8 +142,12 @@ void dg_rebind(struct flit_tp *tp, uint64_t now)
 	struct stbuild b = { .tp = tp };
 
 	dg_statics_release(tp);
-	if (tp->xp)
+	if (tp->xp) {
 		flit_xdp_path_unfilter_all(tp->xp); /* wants changed: learn again */
+		for (struct rsess *s = tp->sess; s; s = s->next)
+			s->parted = s->part_failed = false;
+		tp->nparted = 0;
+	}
 	flit_ctx_each_sub(tp->ctx, static_add, &b);
 	for (struct rsess *s = tp->sess, *next; s; s = next) {
 		next = s->next;
@@ -157,6 +161,8 @@ void dg_rebind(struct flit_tp *tp, uint64_t now)
 			dg_sess_delete(tp, s);
 		}
 	}
+	for (struct rsess *s = tp->sess; s && tp->xp; s = s->next)
+		dg_part_sync(s);    /* what is wanted now */
 	dg_update_ucast_need(tp);
 	tp->query_ivl = QUERY_MIN_NS / 2;
 	tp->query_at = now;

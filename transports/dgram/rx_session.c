@@ -51,6 +51,12 @@ static int rel_loss(void *arg, uint64_t first, uint64_t n)
 	return ev;
 }
 
+static int rel_skip(void *arg, uint64_t first, uint64_t n)
+{
+	struct rsess *s = arg;
+	return flit_rx_session_skip(s->core, first, n);
+}
+
 void dg_send_join(struct rsess *s, uint16_t flags)
 {
 	struct flit_tp *tp = s->tp;
@@ -86,6 +92,7 @@ int dg_sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t now)
 	err = flit_rel_rx_new(&relc, rng_next(&tp->rng) ^ s->id, rel_deliver, rel_loss, s, &s->rel);
 	if (err)
 		goto fail;
+	flit_rel_rx_on_skip(s->rel, rel_skip);
 	/* named by the transport that receives it (the wire is the same),
 	 * so an application can tell which path delivered */
 	snprintf(src, sizeof(src), "%s:%s", tp->xp ? "xdp" : tp->ud_mode ? "rdma-mc" : "udp", flit_ep_str(&s->ctl, e, sizeof(e)));
@@ -226,6 +233,8 @@ static int sess_start_at(struct rsess *s, uint64_t start, const char *how,
 		int n = flit_rel_rx_hb(s->rel, next, late->trail, now);
 		ev += n > 0 ? n : 0;
 	}
+	if (s->core)
+		dg_part_sync(s);
 	return ev;
 }
 
@@ -239,6 +248,7 @@ int dg_sess_unbind(struct rsess *s, uint32_t flags, bool leave)
 		s->tp->lj_waiting--;
 	}
 	held_free(s);
+	dg_part_end(s);
 	if (leave)
 		dg_send_join(s, FLIT_JF_LEAVE);
 	ev = flit_rx_session_end(s->core, flags);
@@ -324,8 +334,10 @@ static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_n
 		s->tname[at] = n;
 		s->pos[idx] = (uint32_t)at + 1;
 	}
-	if (s->core)
+	if (s->core) {
 		flit_rx_session_topic(s->core, idx, s->tname[at]);
+		dg_part_topic(s, idx, true);
+	}
 	return 0;
 }
 
@@ -344,6 +356,7 @@ static void sess_topic_end_now(struct rsess *s, uint32_t idx)
 	s->tname[at] = s->tname[s->ntopics];
 	if ((unsigned)at < s->ntopics)
 		s->pos[s->tidx[at]] = (uint32_t)at + 1;
+	dg_part_topic(s, idx, false);
 }
 
 /* Topic idx of s ended (INFO ENDED) after the messages before `seq` (the
@@ -385,6 +398,7 @@ void dg_sess_delete(struct flit_tp *tp, struct rsess *s)
 		}
 	if (tp->last == s)
 		tp->last = NULL;
+	dg_part_end(s);
 	tp->nsess--;
 	sess_free_topics(s);
 	free(s);
@@ -579,6 +593,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		while (flit_ctl_names_next(&it, &nm))
 			if (sess_topic_add(s, nm.idx, &nm) < 0)
 				return -ENOMEM;
+		dg_part_flush(s);
 		/* joining: the source sends every page, then LATE (paced:
 		 * a large session's pages take a while); wait on */
 		if (s->lj_wait && page && now + LATE_WAIT_NS > s->lj_at)
@@ -801,6 +816,10 @@ int dg_drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk *xk
 		int n = io ? flit_udp_io_recv(io, tp->dg, w) :
 			xk ? recv_via(tp->xk_im, xsk_recv_fn, xk, tp->dg, w) :
 			recv_via(tp->ud_im, flit_ud_path_recv, tp->ud, tp->dg, w);
+		/* xdp: the drops of parted sessions told before the frames
+		 * that came after them */
+		if (xk)
+			total += dg_part_reports(tp, now);
 		if (n <= 0)
 			return n < 0 ? n : total;
 		for (int i = 0; i < n; i++)

@@ -182,6 +182,13 @@ struct rsess {                  /* a remote source's session */
 	struct held *held;          /* data that came while waiting, to replay */
 	unsigned nheld, capheld;
 	size_t held_bytes;
+	/* xdp: parted (rx_part.c): frames of none of its wanted topics are
+	 * dropped in XDP and told to rel as skipped */
+	bool parted;
+	bool part_failed;           /* the program's tables refused: not again
+				     * until subscriptions change */
+	uint32_t xnamed;            /* indexes below it are named here (given to
+				     * the program; only grows) */
 };
 
 /* A datagram kept while a joining receiver waits for LATE. */
@@ -305,6 +312,9 @@ struct flit_tp {
 	struct sockaddr_in ucast_self; /* the unicast socket's address */
 	char desc[1024];             /* xdp with stamps: ~700 */
 	unsigned xk_want, xk_idle;
+	unsigned nparted;            /* sessions parted in XDP (rx_part.c) */
+	int part_ev;                 /* events of skips, during dg_part_reports() */
+	uint64_t part_now;
 	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
 	struct flit_ud_path *ud;     /* rdma multicast: the UD data path */
 	struct flit_impair *ud_im;   /* impairment around ud (tests), or NULL */
@@ -402,6 +412,13 @@ int dg_drain_any(struct flit_tp *tp, struct flit_udp_io *io, struct flit_xsk *xk
 int dg_drain(struct flit_tp *tp, struct flit_udp_io *io, unsigned *want,
 		 int limit, uint64_t now);
 int dg_drain_ud(struct flit_tp *tp, int limit, uint64_t now);
+
+/* ---- rx_part.c: xdp, the program's topic filter for bound sessions */
+void dg_part_sync(struct rsess *s);
+void dg_part_topic(struct rsess *s, uint32_t idx, bool added);
+void dg_part_flush(struct rsess *s);
+void dg_part_end(struct rsess *s);
+int dg_part_reports(struct flit_tp *tp, uint64_t now);
 
 /* ---- rx_resolve.c: the receive side's resolution and timers */
 void dg_statics_release(struct flit_tp *tp);

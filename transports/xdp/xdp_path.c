@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bpf/libbpf.h>
+
 #include <flit/tstamp.h>
 
 #include "error.h"
@@ -29,8 +31,11 @@ struct flit_xdp_path {
 	enum flit_xdp_mode mode;
 	struct pflow flows[MAX_FLOWS];
 	unsigned nflows;
-	uint32_t *filtered;          /* sessions put in the filter */
+	uint32_t *filtered;          /* sessions put in the filter (whole or parted) */
 	unsigned nfiltered;
+	struct ring_buffer *reports; /* the program's filtered ring (parted sessions) */
+	flit_xdp_report_fn report_fn;
+	void *report_arg;
 	char ifname[16];
 	char ts_why[256];            /* RX stamps asked for, the program has none */
 	char hw_why[256];            /* RX stamps asked for, the NIC refused */
@@ -61,6 +66,17 @@ static void clear_maps(const struct flit_xdp_maps *m)
 	}
 }
 
+/* a record of the filtered ring: a frame of a parted session dropped */
+static int on_report(void *ctx, void *data, size_t size)
+{
+	struct flit_xdp_path *p = ctx;
+	const struct flit_xdp_filtered *r = data;
+
+	if (size >= sizeof(*r) && p->report_fn)
+		p->report_fn(p->report_arg, r->session, r->seq, r->count);
+	return 0;
+}
+
 int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path **out)
 {
 	struct flit_xdp_path *p;
@@ -77,7 +93,7 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 	if (!p)
 		return flit_err(ENOMEM, "xdp: out of memory");
 	p->maps.flows = p->maps.xsks = p->maps.sessions = p->maps.topics = -1;
-	p->maps.counters = p->maps.version = -1;
+	p->maps.filtered = p->maps.counters = p->maps.version = -1;
 	p->filter = cc->xdp_filter;
 	snprintf(p->ifname, sizeof(p->ifname), "%s", ifname);
 	p->filtered = calloc(MAX_FILTERED, sizeof(*p->filtered));
@@ -115,6 +131,14 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 	if (err)
 		goto fail;
 	p->mode = st.mode;
+	if (p->filter) {
+		p->reports = ring_buffer__new(p->maps.filtered, on_report, p, NULL);
+		if (!p->reports) {
+			err = flit_err(errno, "xdp: %s: reading the program's filtered ring",
+				       ifname);
+			goto fail;
+		}
+	}
 
 	if (want_rx && !st.rx_timestamps) {
 		snprintf(p->ts_why, sizeof(p->ts_why), "flit's program on %s was attached "
@@ -208,6 +232,7 @@ void flit_xdp_path_close(struct flit_xdp_path *p)
 				flit_xdp_xsk_clear(&p->maps, q);
 	}
 	flit_xsk_close(p->xk);
+	ring_buffer__free(p->reports);
 	flit_xdp_maps_close(&p->maps);
 	if (p->attached_here) {
 		if (flit_xdp_detach(p->ifname))
@@ -255,17 +280,52 @@ void flit_xdp_path_flow_put(struct flit_xdp_path *p, struct in_addr daddr, uint1
 		}
 }
 
+/* Put session in the filter with flags and named (again: updated). */
+static int filter_set(struct flit_xdp_path *p, uint32_t session, uint32_t flags,
+		      uint32_t named)
+{
+	bool known = false;
+
+	if (!p->filter)
+		return -EOPNOTSUPP;
+	for (unsigned i = 0; i < p->nfiltered && !known; i++)
+		known = p->filtered[i] == session;
+	if (!known && p->nfiltered == MAX_FILTERED)
+		return flit_err(ENOSPC, "xdp: %u sessions filtered already", MAX_FILTERED);
+	int err = flit_xdp_session_set(&p->maps, session, flags, named);
+	if (err)
+		return err;
+	if (!known)
+		p->filtered[p->nfiltered++] = session;
+	return 0;
+}
+
 void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session)
 {
-	if (!p->filter || p->nfiltered == MAX_FILTERED)
-		return;
-	for (unsigned i = 0; i < p->nfiltered; i++)
-		if (p->filtered[i] == session)
-			return;
-	if (flit_xdp_session_set(&p->maps, session, FLIT_XDP_SESS_FILTER) == 0)
-		p->filtered[p->nfiltered++] = session;
-	else
+	if (p->filter && filter_set(p, session, FLIT_XDP_SESS_FILTER, 0))
 		flit_debug("xdp: filtering session %08x: %s", session, flit_errmsg());
+}
+
+int flit_xdp_path_part(struct flit_xdp_path *p, uint32_t session, uint32_t named)
+{
+	return filter_set(p, session, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT, named);
+}
+
+int flit_xdp_path_part_topic(struct flit_xdp_path *p, uint32_t session, uint32_t topic,
+			     bool wanted)
+{
+	return flit_xdp_topic_set(&p->maps, session, topic, wanted);
+}
+
+int flit_xdp_path_reports(struct flit_xdp_path *p, flit_xdp_report_fn fn, void *arg)
+{
+	if (!p->reports)
+		return 0;
+	p->report_fn = fn;
+	p->report_arg = arg;
+	int n = ring_buffer__consume(p->reports);
+	p->report_fn = NULL;
+	return n < 0 ? flit_err(-n, "xdp: reading the filtered ring") : n;
 }
 
 void flit_xdp_path_unfilter(struct flit_xdp_path *p, uint32_t session)

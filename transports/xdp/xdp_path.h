@@ -47,6 +47,25 @@ void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session);
 void flit_xdp_path_unfilter(struct flit_xdp_path *p, uint32_t session);
 void flit_xdp_path_unfilter_all(struct flit_xdp_path *p);
 
+/* A session received here that carries topics nobody here wants: its DATA
+ * frames of no wanted topic are dropped in XDP ("parted"), and each drop is
+ * told through flit_xdp_path_reports() (its sequence numbers were not
+ * lost).  named: the topic indexes below it are known here (messages of
+ * others are steered up: they may be wanted).  Called again: named
+ * updated.  Wanted topics are given one by one, before a named that covers
+ * them.  flit_xdp_path_unfilter() ends it.  -EOPNOTSUPP with
+ * context.xdp.filter off; -E2BIG, -ENOSPC: the program's tables are full
+ * (unfilter the session: user space filters it). */
+int flit_xdp_path_part(struct flit_xdp_path *p, uint32_t session, uint32_t named);
+int flit_xdp_path_part_topic(struct flit_xdp_path *p, uint32_t session, uint32_t topic,
+			     bool wanted);
+/* Hand each record of the frames dropped for parted sessions since the last
+ * call to fn: the number of records, or -errno.  Call it after taking a
+ * batch from the sockets and before handling it: a frame steered after a
+ * drop finds the drop told. */
+typedef void (*flit_xdp_report_fn)(void *arg, uint32_t session, uint64_t seq, uint32_t count);
+int flit_xdp_path_reports(struct flit_xdp_path *p, flit_xdp_report_fn fn, void *arg);
+
 /* context.xdp.rx_timestamps = hardware and no stamps: why, the first that
  * applies: "flit's program on eth0 was attached without them ...", what
  * frames showed ("veth0 gives none ...", flit_xsk_rx_ts_why()), what the NIC

@@ -65,10 +65,10 @@
  * under a staging name and renamed into place complete; it is emptied in the
  * reverse order, version first (readers stop using it) and owner last. */
 enum { PIN_OWNER, PIN_IFREF, PIN_PROG, PIN_FLOWS, PIN_XSKS, PIN_SESSIONS,
-       PIN_TOPICS, PIN_COUNTERS, PIN_VERSION, PIN_N };
+       PIN_TOPICS, PIN_FILTERED, PIN_COUNTERS, PIN_VERSION, PIN_N };
 static const char *const pin_names[PIN_N] = {
 	"owner", "ifref", "prog", "flows", "xsks", "sessions", "topics",
-	"counters", "version",
+	"filtered", "counters", "version",
 };
 
 /* Value of the "owner" pin: whose pins these are. */
@@ -1227,6 +1227,7 @@ static int pin_all(const char *dir, const char *staging, struct flit_xdp *skel,
 	fds[PIN_XSKS] = bpf_map__fd(skel->maps.xsks);
 	fds[PIN_SESSIONS] = bpf_map__fd(skel->maps.sessions);
 	fds[PIN_TOPICS] = bpf_map__fd(skel->maps.topics);
+	fds[PIN_FILTERED] = bpf_map__fd(skel->maps.filtered);
 	fds[PIN_COUNTERS] = bpf_map__fd(skel->maps.counters);
 	fds[PIN_VERSION] = bpf_map__fd(skel->maps.version);
 
@@ -1744,7 +1745,7 @@ out:
 void flit_xdp_maps_close(struct flit_xdp_maps *m)
 {
 	int *fds[] = { &m->flows, &m->xsks, &m->sessions, &m->topics,
-		       &m->counters, &m->version };
+		       &m->filtered, &m->counters, &m->version };
 
 	if (!m)
 		return;
@@ -1758,9 +1759,9 @@ void flit_xdp_maps_close(struct flit_xdp_maps *m)
 int flit_xdp_maps_open(const char *ifname, struct flit_xdp_maps *m)
 {
 	static const int which[] = { PIN_FLOWS, PIN_XSKS, PIN_SESSIONS, PIN_TOPICS,
-				     PIN_COUNTERS, PIN_VERSION };
+				     PIN_FILTERED, PIN_COUNTERS, PIN_VERSION };
 	int *fds[] = { &m->flows, &m->xsks, &m->sessions, &m->topics,
-		       &m->counters, &m->version };
+		       &m->filtered, &m->counters, &m->version };
 	char path[PATH_MAX];
 	struct ifstate s;
 	int err;
@@ -1947,12 +1948,14 @@ int flit_xdp_xsk_clear(const struct flit_xdp_maps *m, uint32_t slot)
 /* ---- sessions and topics ---------------------------------------------------------------- */
 
 int flit_xdp_session_set(const struct flit_xdp_maps *m, uint32_t session,
-			 uint32_t flags)
+			 uint32_t flags, uint32_t named)
 {
-	if (flags & ~FLIT_XDP_SESS_FILTER)
+	struct flit_xdp_session v = { .flags = flags, .named = named };
+
+	if (flags & ~FLIT_XDP_SESS_KNOWN)
 		return flit_err(EINVAL, "%s: session 0x%08x: unknown flags 0x%x",
 				m->ifname, session, flags);
-	if (bpf_map_update_elem(m->sessions, &session, &flags, BPF_ANY) < 0) {
+	if (bpf_map_update_elem(m->sessions, &session, &v, BPF_ANY) < 0) {
 		if (errno == E2BIG)
 			return flit_err(E2BIG, "%s: sessions table full (%u sessions)",
 					m->ifname, FLIT_XDP_SESSIONS_MAX);
@@ -2075,18 +2078,19 @@ int flit_xdp_topic_each(const struct flit_xdp_maps *m,
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint32_t v, f = 0;
+		struct flit_xdp_session f = { 0 };
+		uint32_t v;
 
 		if (bpf_map_lookup_elem(m->topics, &keys[i], &v) < 0 || !v)
 			continue;       /* gone meanwhile, or not wanted */
 		if (bpf_map_lookup_elem(m->sessions, &keys[i].session, &f) < 0)
-			f = 0;
-		ents[ne++] = (struct topic_ent){ keys[i].session, keys[i].topic, f };
+			f.flags = 0;
+		ents[ne++] = (struct topic_ent){ keys[i].session, keys[i].topic, f.flags };
 	}
 	/* sessions without a wanted topic: once, topic UINT32_MAX */
 	for (err = bpf_map_get_next_key(m->sessions, NULL, &next); !err;
 	     err = bpf_map_get_next_key(m->sessions, &s, &next)) {
-		uint32_t f;
+		struct flit_xdp_session f;
 		bool has = false;
 
 		s = next;
@@ -2103,7 +2107,7 @@ int flit_xdp_topic_each(const struct flit_xdp_maps *m,
 			ents = e;
 			cap *= 2;
 		}
-		ents[ne++] = (struct topic_ent){ s, UINT32_MAX, f };
+		ents[ne++] = (struct topic_ent){ s, UINT32_MAX, f.flags };
 	}
 	if (errno != ENOENT) {
 		rc = map_err(m, "sessions", "listing sessions");

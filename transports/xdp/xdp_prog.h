@@ -86,7 +86,7 @@ enum flit_xdp_mode {
 struct flit_xdp_maps {
 	char ifname[16];
 	unsigned ifindex;
-	int flows, xsks, sessions, topics, counters, version;
+	int flows, xsks, sessions, topics, filtered, counters, version;
 	char pin_dir[FLIT_XDP_PIN_DIR_MAX];     /* where they were opened */
 };
 
@@ -229,10 +229,11 @@ int flit_xdp_flow_each(const struct flit_xdp_maps *m,
 int flit_xdp_xsk_set(const struct flit_xdp_maps *m, uint32_t slot, int xsk_fd);
 int flit_xdp_xsk_clear(const struct flit_xdp_maps *m, uint32_t slot);
 
-/* topic filter: session known with filtering on (flags FLIT_XDP_SESS_*),
- * and its wanted topic indexes */
+/* topic filter: session known with filtering on (flags FLIT_XDP_SESS_*;
+ * named: with FLIT_XDP_SESS_REPORT, topic indexes below it are known to
+ * user space), and its wanted topic indexes */
 int flit_xdp_session_set(const struct flit_xdp_maps *m, uint32_t session,
-			 uint32_t flags);
+			 uint32_t flags, uint32_t named);
 /* removes the session and all its topics */
 int flit_xdp_session_del(const struct flit_xdp_maps *m, uint32_t session);
 int flit_xdp_topic_set(const struct flit_xdp_maps *m, uint32_t session,
