@@ -858,6 +858,8 @@ static int print_topic(void *arg, uint32_t session, uint32_t topic, uint32_t fla
 {
 	struct list_state *ls = arg;
 	bool filt = flags & FLIT_XDP_SESS_FILTER;
+	/* parted: a session a context here receives, filtered per topic */
+	const char *how = !filt ? "off" : (flags & FLIT_XDP_SESS_REPORT) ? "parted" : "on";
 
 	if (ls->json) {
 		printf("%s{\"session\":%u,\"session_hex\":\"0x%08x\",\"topic\":", ls->n ? "," : "",
@@ -866,11 +868,12 @@ static int print_topic(void *arg, uint32_t session, uint32_t topic, uint32_t fla
 			printf("null");
 		else
 			printf("%u", topic);
-		printf(",\"filter\":%s}", filt ? "true" : "false");
+		printf(",\"filter\":%s,\"parted\":%s}", filt ? "true" : "false",
+		       flags & FLIT_XDP_SESS_REPORT ? "true" : "false");
 	} else if (topic == UINT32_MAX) {
-		printf("0x%08x  %-8s %s\n", session, "-", filt ? "on" : "off");
+		printf("0x%08x  %-8s %s\n", session, "-", how);
 	} else {
-		printf("0x%08x  %-8u %s\n", session, topic, filt ? "on" : "off");
+		printf("0x%08x  %-8u %s\n", session, topic, how);
 	}
 	ls->n++;
 	return 0;

@@ -311,7 +311,7 @@ expect 0 topics "$A" filter 42 off
 expect 0 topics "$A" list && out_has '^0x1a2b3c4d +7 +on$' "topics list" &&
 	out_has '^0x1a2b3c4d +9 +on$' "topics list" && out_has '^0x0000002a +- +off$' "topics list"
 if expect 0 topics "$A" list --json; then
-	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["topics"]; sys.exit(not (len(t)==3 and {"session":439041101,"session_hex":"0x1a2b3c4d","topic":7,"filter":True} in t))' "$tmp/out" &&
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["topics"]; sys.exit(not (len(t)==3 and {"session":439041101,"session_hex":"0x1a2b3c4d","topic":7,"filter":True,"parted":False} in t))' "$tmp/out" &&
 		ok "topics list --json" || fail "topics list --json: $(cat "$tmp/out")"
 fi
 expect 0 topics "$A" del 0x1a2b3c4d

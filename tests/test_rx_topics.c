@@ -16,7 +16,11 @@
  *     from there without a false LOSS;
  *   - a session of one topic keeps telling loss per session;
  *   - BOS of a session of several topics says the topic's number (0 for
- *     one whose messages have not begun), not the session's.
+ *     one whose messages have not begun), not the session's;
+ *   - messages dropped before the core (the XDP program's topic filter,
+ *     flit_rx_session_skip) are counted filtered, not lost, and a topic
+ *     subscribed after such a drop learns its number from its next
+ *     message (the drop may have held some of its messages).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -242,6 +246,43 @@ static void frames_of_the_one_topic_time_go_on_into_topic_numbers(void **state)
 	flit_rx_session_end(rs, 0);
 }
 
+static void skipped_messages_are_filtered_not_lost_and_hide_no_topic_s_start(void **state)
+{
+	(void)state;
+	struct flit_rx_session *rs = session(0);
+	const uint32_t t1[1] = { 0 };
+	const uint64_t q1[1] = { 0 };
+	assert_int_equal(feed(rs, 0, 1, t1, q1), 1);
+	struct flit_counters c0 = { .sz = sizeof(c0) }, c1 = { .sz = sizeof(c1) };
+	flit_ctx_counters(ctx, &c0);
+	/* session messages 1 .. 5 dropped in XDP (t.c's, say, nobody's) */
+	assert_int_equal(flit_rx_session_skip(rs, 1, 5), 0);
+	flit_ctx_counters(ctx, &c1);
+	assert_int_equal(c1.msgs_filtered - c0.msgs_filtered, 5);
+	assert_int_equal(c1.msgs_lost - c0.msgs_lost, 0);
+	assert_int_equal(c1.loss_events - c0.loss_events, 0);
+	/* the next frame follows on: no session gap */
+	const uint32_t t2[1] = { 0 };
+	const uint64_t q2[1] = { 1 };
+	assert_int_equal(feed(rs, 6, 1, t2, q2), 1);
+	flit_ctx_counters(ctx, &c0);
+	assert_int_equal(c0.msgs_lost - c1.msgs_lost, 0);
+	expect(&ra, 2, FLIT_MSG_DATA, 1, 0);
+	/* t.c gets a subscriber now: its messages may have been among those
+	 * dropped, so it starts from its next, with no LOSS */
+	struct rec rc = { 0 };
+	flit_sub *sc = tl_sub(ctx, "t.c", on_msg, &rc);
+	assert_non_null(sc);
+	expect(&rc, 0, FLIT_MSG_BOS, 0, 0);
+	const uint32_t t3[1] = { 2 };
+	const uint64_t q3[1] = { 5 };
+	assert_int_equal(feed(rs, 7, 1, t3, q3), 1);
+	assert_int_equal(rc.n, 2);
+	expect(&rc, 1, FLIT_MSG_DATA, 5, 0);
+	flit_rx_session_end(rs, 0);
+	flit_sub_close(sc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,6 +294,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(joined_later_a_topic_s_number_is_learnt_without_loss,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(frames_of_the_one_topic_time_go_on_into_topic_numbers,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(skipped_messages_are_filtered_not_lost_and_hide_no_topic_s_start,
 						setup, teardown),
 	};
 	return cmocka_run_group_tests_name("rx_topics", tests, NULL, NULL);

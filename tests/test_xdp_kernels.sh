@@ -168,7 +168,9 @@ for p in (7777, 7778):
 	kst=$("$LOADER" status 2>&1)
 	if grep -q 'rx-meta kfunc: *no' <<<"$kst" || grep -q 'device-bound: *no' <<<"$kst"; then
 		if h 1 "$LOADER" attach eth0 --rx-timestamps >"$tmp/rxts" 2>&1; then
-			fail "attach --rx-timestamps succeeded on a kernel without RX metadata"; h 1 "$LOADER" detach eth0 >/dev/null 2>&1
+			fail "attach --rx-timestamps succeeded on a kernel without RX metadata"; show "$tmp/rxts"
+			h 1 "$LOADER" status eth0 >"$tmp/rxts" 2>&1; show "$tmp/rxts"
+			h 1 "$LOADER" detach eth0 >/dev/null 2>&1
 		elif grep -q 'Linux 6\.3' "$tmp/rxts"; then ok "attach --rx-timestamps refused, naming Linux 6.3: $(tail -1 "$tmp/rxts")"
 		else fail "attach --rx-timestamps refused without naming the version"; show "$tmp/rxts"; fi
 	elif h 1 "$LOADER" attach eth0 --rx-timestamps >"$tmp/rxts" 2>&1; then

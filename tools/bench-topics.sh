@@ -16,7 +16,8 @@
 #
 #   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+own xdp xdp+own"]
 #                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
-#                         [--spread N] [--rounds R] [--json FILE]
+#                         [--spread N] [--rounds R] [--one N] [--one-rounds R]
+#                         [--json FILE]
 #
 # Then, for udp and xdp (those -t names), one topic against the messages
 # spread over --spread N topics of one session (default 10,000; 0: not
@@ -24,6 +25,14 @@
 # (flit-thru -s 32 -d 2, unbatched and batched) and RTT/2 p50 under load
 # (flit-load -s 32 -r 100k -d 2), with the cache-line floor (flit-floor)
 # of each round beside them.
+#
+# Then, for udp and xdp, one wanted topic among --one N of a session
+# (default 100,000; 0: not run): a subscriber of md.sym00042 alone, the
+# publisher sending --one-rounds R rounds (default 10) of one message on
+# every topic, unbatched: what reached the subscriber, how many of the
+# other topics' messages reached its user space (copied up and dropped
+# there), NAKs and loss, and over xdp the program's counters meanwhile
+# (frames dropped in XDP, frames steered up).
 #
 # "udp", "xdp": the topics share sessions (the default: a session holds
 # 65,536); "udp+own", "xdp+own": each topic a session of its own
@@ -40,7 +49,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
 NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+own xdp xdp+own" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+ONE=100000 ONE_R=10
+usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) NS=$2; shift 2 ;;
@@ -50,6 +60,8 @@ while [ $# -gt 0 ]; do
 	--settle) SETTLE=$2; shift 2 ;;
 	--spread) SPREAD=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
+	--one) ONE=$2; shift 2 ;;
+	--one-rounds) ONE_R=$2; shift 2 ;;
 	--json) JSON=$2; shift 2 ;;
 	-h|--help) usage 0 ;;
 	*) echo "bench-topics: unknown argument '$1'" >&2; usage ;;
@@ -254,6 +266,52 @@ for t in dict.fromkeys(r["transport"] for r in rows):
                           "one": one, "many": many, "ratio": ratio}))
 EOF
 	[ -s "$tmp/spread.fail" ] && cat "$tmp/spread.fail"
+fi 2>&1
+# ---- one wanted topic among N of a session ----------------------------------------
+if [ "$ONE" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
+	if [ $up -eq 0 ]; then
+		tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
+		up=1
+	fi
+	echo
+	echo "# one wanted topic (md.sym00042) among $ONE of a session: $ONE_R rounds of one message on every topic, unbatched"
+	printf '%-9s %9s %10s %12s %6s %6s %12s %12s\n' transport delivered others "others_up" naks lost xdp_dropped xdp_steered
+	for t in $spread_ts; do
+		rm -f "$tmp/one.json" "$tmp/onep.json"
+		tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
+			-n 1 -m "$ONE_R" -T $((BUDGET + 60)) --json sub md.sym00042 >"$tmp/one.json" 2>"$tmp/one.err" &
+		sp=$!
+		sleep 0.3
+		tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
+			-n "$ONE" -T "$BUDGET" -i 2 -r "$ONE_R" -l 3 --json pub >"$tmp/onep.json" 2>"$tmp/onep.err" &
+		pp=$!
+		wait "$sp" || true
+		kill -TERM "$pp" 2>/dev/null || true
+		wait "$pp" || true
+		python3 - "$tmp/one.json" "$tmp/onep.json" "$t" "$ONE" "$ONE_R" >>"$tmp/all.json" <<'EOF'
+import json, sys
+def first(path):
+    try:
+        return json.loads(open(path).read().splitlines()[0])
+    except Exception:
+        return {}
+s, p, t = first(sys.argv[1]), first(sys.argv[2]), sys.argv[3]
+if not s or not p:
+    sys.stderr.write(f"{t:<9} failed (subscriber {'ok' if s else 'none'}, publisher {'ok' if p else 'none'})\n")
+    sys.exit(0)
+# the other topics' messages sent, and how many of them reached user space
+# (copied up, then dropped there): over xdp those the program did not drop
+# (unbatched: one message a frame)
+others = p.get("round_msgs", 0) - s["msgs"]
+xd, xs = s.get("xdp_filtered"), s.get("xdp_redirected")
+up = others - (xd or 0)
+sys.stderr.write(f"{t:<9} {s['msgs']:>9} {others:>10} {up:>12} {s.get('naks_sent', 0):>6} "
+                 f"{s.get('msgs_lost', 0):>6} {xd if xd is not None else '-':>12} {xs if xs is not None else '-':>12}"
+                 f"{'' if s.get('complete') else '  (incomplete: ' + str(s['msgs']) + ' of ' + sys.argv[5] + ')'}\n")
+print(json.dumps({"tool": "bench-topics", "one_of": int(sys.argv[4]), "transport": t, "sub": s,
+                  "pub": p, "others_sent": others, "others_in_user_space": up}))
+EOF
+	done
 fi 2>&1
 [ -n "$JSON" ] && cp "$tmp/all.json" "$JSON" && echo "# JSON: $JSON"
 exit 0

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "tool.h"
+#include "xdp/xdp_prog.h"
 
 static const char usage[] =
 "Usage: flit-topics [-t TRANSPORT] [options] pub\n"
@@ -44,6 +46,12 @@ static const char usage[] =
 "                       subscriber as it stays once resolution is stable)\n"
 "                       (default 0; SIGINT/SIGTERM end it early)\n"
 "  -s, --send           pub: one message on every topic after creating them\n"
+"  -r, --rounds R       pub: after the idle time (subscribers have joined),\n"
+"                       R rounds of one message on every topic, unbatched\n"
+"  -m, --messages M     sub: also wait for M messages; then the messages of\n"
+"                       other topics dropped (msgs_filtered), NAKs and loss,\n"
+"                       and over xdp what the XDP program did meanwhile:\n"
+"                       frames dropped there (filtered) and steered up\n"
 "  -S, --session NAME   pub: udp/xdp: the topics share session NAME\n"
 "                       (source.session; NAME, NAME1, ... for each 50,000:\n"
 "                       a session holds at most 65,536 topics); 'own':\n"
@@ -64,7 +72,8 @@ static const char usage[] =
 struct options {
 	const char *transport, *prefix, *pattern, *session;
 	bool sub, send, json;
-	uint64_t n;
+	uint64_t n, rounds, want_msgs;
+	char ifname[IF_NAMESIZE];  /* context.udp.interface of -C (xdp counters) */
 	double idle_s, linger_s, timeout_s;
 	struct tool_config config;
 	int verbose;
@@ -128,6 +137,31 @@ static void topic_name(char *buf, size_t len, const char *prefix, uint64_t i, ui
 
 /* ---- pub ------------------------------------------------------------------- */
 
+/* One message on each of pubs[0..n) (value: round << 32 | topic number);
+ * the messages sent. */
+static uint64_t send_round(flit_ctx *ctx, flit_pub **pubs, uint64_t n, uint64_t round)
+{
+	uint64_t sent = 0;
+
+	for (uint64_t i = 0; i < n && !stop; i++) {
+		uint64_t v = round << 32 | i;
+		for (int tries = 0; tries < 1000; tries++) {
+			int rc = flit_pub_send(pubs[i], &v, sizeof(v));
+			if (rc == FLIT_OK) {
+				sent++;
+				break;
+			}
+			if (rc < 0)
+				break;
+			flit_ctx_poll(ctx, 0);
+			tool_sleep_us(100);
+		}
+		if ((i & 255) == 255)
+			flit_ctx_poll(ctx, 0);
+	}
+	return sent;
+}
+
 static int run_pub(const struct options *o, flit_ctx *ctx)
 {
 	flit_pub **pubs = calloc(o->n, sizeof(*pubs));
@@ -175,23 +209,7 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	double us_last = made == o->n && t_last0 ? (t_end - t_last0) * 1e6 / (double)tenth : 0;
 	unsigned fds = count_fds();
 
-	uint64_t sent = 0;
-	for (uint64_t i = 0; o->send && i < made && !stop; i++) {
-		uint64_t v = i;
-		for (int tries = 0; tries < 1000; tries++) {
-			int rc = flit_pub_send(pubs[i], &v, sizeof(v));
-			if (rc == FLIT_OK) {
-				sent++;
-				break;
-			}
-			if (rc < 0)
-				break;
-			flit_ctx_poll(ctx, 0);
-			tool_sleep_us(100);
-		}
-		if ((i & 255) == 255)
-			flit_ctx_poll(ctx, 0);
-	}
+	uint64_t sent = o->send ? send_round(ctx, pubs, made, 0) : 0;
 
 	/* the idle process: polling every 1 ms, as an application's loop */
 	double c0 = cpu_of(RUSAGE_SELF), w0 = now_s();
@@ -210,6 +228,15 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	double floor_pct = 100.0 * (cpu_of(RUSAGE_THREAD) - fc0) / (now_s() - fw0);
 	uint64_t rss = rss_bytes();
 
+	/* --rounds: the subscribers have had the idle time to join */
+	double r0 = now_s();
+	uint64_t rsent = 0;
+	for (uint64_t r = 0; r < o->rounds && !stop; r++)
+		rsent += send_round(ctx, pubs, made, r);
+	for (uint64_t i = 0; i < made && o->rounds; i++)
+		flit_pub_flush(pubs[i]);
+	double rounds_s = now_s() - r0;
+
 	if (o->json) {
 		printf("{\"tool\":\"flit-topics\",\"mode\":\"pub\",\"transport\":\"%s\",\"topics\":%llu,"
 		       "\"created\":%llu,\"create_s\":%.4f,\"us_per_topic_first\":%.2f,"
@@ -218,6 +245,9 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		       o->transport, (unsigned long long)o->n, (unsigned long long)made, create_s,
 		       us_first, us_last, fds, (unsigned long long)rss, idle_wall, cpu_pct, floor_pct,
 		       (unsigned long long)sent, o->session ? o->session : "");
+		if (o->rounds)
+			printf(",\"rounds\":%llu,\"round_msgs\":%llu,\"rounds_s\":%.4f",
+			       (unsigned long long)o->rounds, (unsigned long long)rsent, rounds_s);
 		if (why[0]) {
 			printf(",\"error\":\"");
 			for (const char *p = why; *p; p++)
@@ -238,6 +268,9 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		       (double)rss / 1048576.0, cpu_pct, idle_wall, floor_pct);
 		if (o->send)
 			printf("sent one message on %llu topics\n", (unsigned long long)sent);
+		if (o->rounds)
+			printf("sent %llu rounds: %llu messages in %.3f s\n",
+			       (unsigned long long)o->rounds, (unsigned long long)rsent, rounds_s);
 	}
 	fflush(stdout);
 
@@ -287,6 +320,23 @@ static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
 		s->t_all = now_s();
 }
 
+/* The XDP program's counters of o->ifname; 0 or -errno (said on stderr). */
+static int xdp_counters(const struct options *o, uint64_t *out)
+{
+	struct flit_xdp_maps m;
+	int rc = o->ifname[0] ? flit_xdp_maps_open(o->ifname, &m) : -ENOENT;
+
+	if (rc == 0) {
+		rc = flit_xdp_counters(&m, out);
+		flit_xdp_maps_close(&m);
+	}
+	if (rc < 0)
+		fprintf(stderr, "flit-topics: the XDP program's counters%s%s: %s\n",
+			o->ifname[0] ? " of " : "", o->ifname,
+			o->ifname[0] ? flit_errmsg() : "no context.udp.interface given");
+	return rc;
+}
+
 static int run_sub(const struct options *o, flit_ctx *ctx)
 {
 	struct seen s = { .want = o->n };
@@ -301,17 +351,50 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 	flit_sub *sub = flit_sub_new(ctx, o->pattern, &sopts);
 	if (!sub)
 		tool_fail("subscribing to '%s' on %s: %s", o->pattern, o->transport, flit_errmsg());
-	while (!stop && s.n < s.want && now_s() - s.t0 < o->timeout_s) {
+	/* the program's counters from here (over xdp: the context has just
+	 * attached it, or found it attached) */
+	uint64_t x0[FLIT_XDP_COUNTERS] = { 0 }, x1[FLIT_XDP_COUNTERS] = { 0 };
+	bool xc = o->want_msgs && !strcmp(o->transport, "xdp") && xdp_counters(o, x0) == 0;
+	while (!stop && (s.n < s.want || s.msgs < o->want_msgs) && now_s() - s.t0 < o->timeout_s) {
 		if (flit_ctx_poll(ctx, 0) <= 0)
 			tool_sleep_us(200);
 	}
 	double find_s = s.n >= s.want ? s.t_all - s.t0 : now_s() - s.t0;
-	if (o->json)
+	bool done = s.n >= s.want && s.msgs >= o->want_msgs;
+	struct flit_counters c = { .sz = sizeof(c) };
+	flit_ctx_counters(ctx, &c);
+	if (xc && xdp_counters(o, x1) == 0)
+		for (int i = 0; i < FLIT_XDP_COUNTERS; i++)
+			x1[i] -= x0[i];
+	if (o->json) {
 		printf("{\"tool\":\"flit-topics\",\"mode\":\"sub\",\"transport\":\"%s\",\"pattern\":\"%s\","
-		       "\"topics\":%llu,\"found\":%llu,\"find_s\":%.4f,\"complete\":%s,\"msgs\":%llu}\n",
+		       "\"topics\":%llu,\"found\":%llu,\"find_s\":%.4f,\"complete\":%s,\"msgs\":%llu",
 		       o->transport, o->pattern, (unsigned long long)o->n, (unsigned long long)s.n,
-		       find_s, s.n >= s.want ? "true" : "false", (unsigned long long)s.msgs);
-	else if (s.n >= s.want)
+		       find_s, done ? "true" : "false", (unsigned long long)s.msgs);
+		if (o->want_msgs)
+			printf(",\"msgs_wanted\":%llu,\"msgs_filtered\":%llu,\"naks_sent\":%llu,"
+			       "\"msgs_lost\":%llu", (unsigned long long)o->want_msgs,
+			       (unsigned long long)c.msgs_filtered, (unsigned long long)c.naks_sent,
+			       (unsigned long long)c.msgs_lost);
+		if (xc)
+			printf(",\"xdp_filtered\":%llu,\"xdp_redirected\":%llu,\"xdp_report_full\":%llu",
+			       (unsigned long long)x1[FLIT_XDP_FILTERED],
+			       (unsigned long long)x1[FLIT_XDP_REDIRECTED],
+			       (unsigned long long)x1[FLIT_XDP_REPORT_FULL]);
+		printf("}\n");
+	} else if (o->want_msgs) {
+		printf("%s%llu of %llu messages of '%s' in %.3f s; %llu of other topics dropped "
+		       "(msgs_filtered), %llu NAK ranges, %llu lost\n", done ? "" : "only ",
+		       (unsigned long long)s.msgs, (unsigned long long)o->want_msgs, o->pattern,
+		       now_s() - s.t0, (unsigned long long)c.msgs_filtered,
+		       (unsigned long long)c.naks_sent, (unsigned long long)c.msgs_lost);
+		if (xc)
+			printf("the XDP program of %s meanwhile: %llu frames dropped (filtered), "
+			       "%llu steered up, %llu steered for a full ring\n", o->ifname,
+			       (unsigned long long)x1[FLIT_XDP_FILTERED],
+			       (unsigned long long)x1[FLIT_XDP_REDIRECTED],
+			       (unsigned long long)x1[FLIT_XDP_REPORT_FULL]);
+	} else if (s.n >= s.want)
 		printf("found %llu topics of '%s' in %.3f s (%llu messages)\n", (unsigned long long)s.n,
 		       o->pattern, find_s, (unsigned long long)s.msgs);
 	else
@@ -325,10 +408,30 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 	}
 	flit_sub_close(sub);
 	free(s.h);
-	return s.n >= s.want ? 0 : 1;
+	return done ? 0 : 1;
 }
 
 /* ---- main ------------------------------------------------------------------ */
+
+/* "context.udp.interface = eth0" (spaces optional): the name into ifname */
+static void interface_of(const char *line, char ifname[IF_NAMESIZE])
+{
+	static const char key[] = "context.udp.interface";
+	while (*line == ' ')
+		line++;
+	if (strncmp(line, key, sizeof(key) - 1))
+		return;
+	line += sizeof(key) - 1;
+	line += strspn(line, " \t");
+	if (*line++ != '=')
+		return;
+	line += strspn(line, " \t");
+	size_t n = strcspn(line, " \t\n#");
+	if (n && n < IF_NAMESIZE) {
+		memcpy(ifname, line, n);
+		ifname[n] = 0;
+	}
+}
 
 static void parse(int argc, char **argv, struct options *o)
 {
@@ -340,6 +443,8 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "idle",      required_argument, NULL, 'i' },
 		{ "linger",    required_argument, NULL, 'l' },
 		{ "send",      no_argument,       NULL, 's' },
+		{ "rounds",    required_argument, NULL, 'r' },
+		{ "messages",  required_argument, NULL, 'm' },
 		{ "session",   required_argument, NULL, 'S' },
 		{ "timeout",   required_argument, NULL, 'T' },
 		{ "config",    required_argument, NULL, 'C' },
@@ -353,7 +458,7 @@ static void parse(int argc, char **argv, struct options *o)
 	bool timeout_set = false;
 
 	*o = (struct options){ .transport = "shm", .prefix = "md.sym", .n = 1000, .idle_s = 2 };
-	while ((opt = getopt_long(argc, argv, ":t:n:p:i:l:sS:T:C:vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:n:p:i:l:sr:m:S:T:C:vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 't': o->transport = tool_parse_transport(optarg); break;
 		case 'n': o->n = tool_parse_count("topic count", optarg, 1, 10000000); break;
@@ -361,6 +466,8 @@ static void parse(int argc, char **argv, struct options *o)
 		case 'i': o->idle_s = tool_parse_seconds("idle", optarg, 0, 3600); break;
 		case 'l': o->linger_s = tool_parse_seconds("linger", optarg, 0, 86400); break;
 		case 's': o->send = true; break;
+		case 'r': o->rounds = tool_parse_count("rounds", optarg, 1, 1000000); break;
+		case 'm': o->want_msgs = tool_parse_count("messages", optarg, 1, 1000000000); break;
 		case 'S': o->session = optarg;
 			  if (!*optarg || strlen(optarg) > 56 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
 				"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(optarg))
@@ -369,7 +476,9 @@ static void parse(int argc, char **argv, struct options *o)
 			  break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400);
 			  timeout_set = true; break;
-		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg);
+			interface_of(optarg, o->ifname);
+			break;
 		case OPT_JSON: o->json = true; break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
@@ -386,8 +495,10 @@ static void parse(int argc, char **argv, struct options *o)
 		o->pattern = argv[optind++];
 		if (!*o->pattern || strlen(o->pattern) > FLIT_TOPIC_MAX)
 			tool_usage_exit("bad PATTERN: 1..%d bytes", FLIT_TOPIC_MAX);
-		if (o->send || o->session)
-			tool_usage_exit("--send and --session are for pub");
+		if (o->send || o->session || o->rounds)
+			tool_usage_exit("--send, --rounds and --session are for pub");
+	} else if (o->want_msgs) {
+		tool_usage_exit("--messages is for sub");
 	} else if (strcmp(mode, "pub")) {
 		tool_usage_exit("unknown mode '%s' (pub or sub)", mode);
 	}
