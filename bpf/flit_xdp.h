@@ -65,7 +65,7 @@
 #define FLIT_XDP_SESSIONS_MAX 16384
 #define FLIT_XDP_TOPICS_MAX   65536
 #define FLIT_XDP_WALK_MAX     32    /* messages the topic filter reads per frame */
-#define FLIT_XDP_FILTERED_BYTES (256 * 1024) /* the filtered ring's size */
+#define FLIT_XDP_FILTERED_BYTES (1024 * 1024) /* the filtered ring's size: 43,690 records */
 
 /* Key of flows: destination of the UDP datagram, both in network order. */
 struct flit_xdp_flow_key {

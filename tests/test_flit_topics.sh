@@ -161,7 +161,7 @@ else
 	fail "flit-load --topics: $(cat "$tmp/load.err" "$tmp/load.chk" "$tmp/load.json" | tail -5)"
 fi
 
-tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --spread 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
+tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --spread 0 --one 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
 # udp rows count the resolution traffic (adverts at least: > 0 B/s)
 res=$(python3 -c 'import json,sys; print(" ".join(str(j["resolution"].get("bytes_per_s", "none")) for j in map(json.loads, open(sys.argv[1])) if j["transport"] == "udp"))' "$tmp/bench.json" 2>/dev/null)
 if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ] &&
@@ -169,5 +169,21 @@ if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc 
 	ok "bench-topics: 4 rows, 4 JSON lines, udp resolution $res B/s"
 else
 	fail "bench-topics: $(cat "$tmp/bench")"
+fi
+
+# one wanted topic among 2,000 of a session, over xdp: its 5 messages, and
+# none of the other topics' reaches user space (the program drops them)
+tools/bench-topics.sh -n "" -t xdp --spread 0 --one 2000 --one-rounds 5 --json "$tmp/one.json" >"$tmp/one" 2>&1 || fail "bench-topics --one exited $?"
+if python3 -c '
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "one_of" in j]
+assert len(r) == 1 and r[0]["transport"] == "xdp", r
+s = r[0]["sub"]
+assert s["complete"] and s["msgs"] == 5 and s["msgs_lost"] == 0, s
+assert r[0]["others_in_session"] == 5 * 1999 and r[0]["others_in_user_space"] == 0, r[0]
+assert s["xdp_filtered"] == 5 * 1999 and s["xdp_report_full"] == 0, s' "$tmp/one.json" 2>"$tmp/one.chk"; then
+	ok "bench-topics --one 2000 over xdp: 5 of 5 delivered, the other 9,995 messages dropped in XDP"
+else
+	fail "bench-topics --one: $(cat "$tmp/one" "$tmp/one.chk" | tail -8)"
 fi
 finish

@@ -275,11 +275,11 @@ if [ "$ONE" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
 	fi
 	echo
 	echo "# one wanted topic (md.sym00042) among $ONE of a session: $ONE_R rounds of one message on every topic, unbatched"
-	printf '%-9s %9s %10s %12s %6s %6s %12s %12s\n' transport delivered others "others_up" naks lost xdp_dropped xdp_steered
+	printf '%-9s %9s %12s %12s %12s %6s %6s %12s %12s\n' transport delivered "others(sess)" "copied_up" "dropped_xdp" naks lost xdp_frames xdp_steered
 	for t in $spread_ts; do
 		rm -f "$tmp/one.json" "$tmp/onep.json"
 		tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
-			-n 1 -m "$ONE_R" -T $((BUDGET + 60)) --json sub md.sym00042 >"$tmp/one.json" 2>"$tmp/one.err" &
+			-n 1 -m "$ONE_R" -l 2 -T $((BUDGET + 60)) --json sub md.sym00042 >"$tmp/one.json" 2>"$tmp/one.err" &
 		sp=$!
 		sleep 0.3
 		tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
@@ -299,17 +299,20 @@ s, p, t = first(sys.argv[1]), first(sys.argv[2]), sys.argv[3]
 if not s or not p:
     sys.stderr.write(f"{t:<9} failed (subscriber {'ok' if s else 'none'}, publisher {'ok' if p else 'none'})\n")
     sys.exit(0)
-# the other topics' messages sent, and how many of them reached user space
-# (copied up, then dropped there): over xdp those the program did not drop
-# (unbatched: one message a frame)
-others = p.get("round_msgs", 0) - s["msgs"]
+# the other topics' messages of the subscriber's session (msgs_filtered;
+# a session holds 65,536 topics: the others' sessions it never joins), how
+# many of them were copied into its process and dropped there, and how many
+# the XDP program dropped before (msgs_filtered_early; xdp_frames: the
+# frames, a full ring's are steered up instead)
+others = s.get("msgs_filtered", 0)
+early = s.get("msgs_filtered_early", 0)
+up = others - early
 xd, xs = s.get("xdp_filtered"), s.get("xdp_redirected")
-up = others - (xd or 0)
-sys.stderr.write(f"{t:<9} {s['msgs']:>9} {others:>10} {up:>12} {s.get('naks_sent', 0):>6} "
+sys.stderr.write(f"{t:<9} {s['msgs']:>9} {others:>12} {up:>12} {early:>12} {s.get('naks_sent', 0):>6} "
                  f"{s.get('msgs_lost', 0):>6} {xd if xd is not None else '-':>12} {xs if xs is not None else '-':>12}"
                  f"{'' if s.get('complete') else '  (incomplete: ' + str(s['msgs']) + ' of ' + sys.argv[5] + ')'}\n")
 print(json.dumps({"tool": "bench-topics", "one_of": int(sys.argv[4]), "transport": t, "sub": s,
-                  "pub": p, "others_sent": others, "others_in_user_space": up}))
+                  "pub": p, "others_in_session": others, "others_in_user_space": up}))
 EOF
 	done
 fi 2>&1

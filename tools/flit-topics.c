@@ -48,7 +48,8 @@ static const char usage[] =
 "  -s, --send           pub: one message on every topic after creating them\n"
 "  -r, --rounds R       pub: after the idle time (subscribers have joined),\n"
 "                       R rounds of one message on every topic, unbatched\n"
-"  -m, --messages M     sub: also wait for M messages; then the messages of\n"
+"  -m, --messages M     sub: also wait for M messages; then, after --linger\n"
+"                       (the rest of the publication), the messages of\n"
 "                       other topics dropped (msgs_filtered), NAKs and loss,\n"
 "                       and over xdp what the XDP program did meanwhile:\n"
 "                       frames dropped there (filtered) and steered up\n"
@@ -360,7 +361,15 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 			tool_sleep_us(200);
 	}
 	double find_s = s.n >= s.want ? s.t_all - s.t0 : now_s() - s.t0;
+	double msgs_s = now_s() - s.t0;
 	bool done = s.n >= s.want && s.msgs >= o->want_msgs;
+	/* --messages: what the rest of the publication did, counted after the
+	 * linger (the result comes then) */
+	double l0 = now_s();
+	while (o->want_msgs && !stop && now_s() - l0 < o->linger_s) {
+		flit_ctx_poll(ctx, 0);
+		tool_sleep_us(1000);
+	}
 	struct flit_counters c = { .sz = sizeof(c) };
 	flit_ctx_counters(ctx, &c);
 	if (xc && xdp_counters(o, x1) == 0)
@@ -372,9 +381,10 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 		       o->transport, o->pattern, (unsigned long long)o->n, (unsigned long long)s.n,
 		       find_s, done ? "true" : "false", (unsigned long long)s.msgs);
 		if (o->want_msgs)
-			printf(",\"msgs_wanted\":%llu,\"msgs_filtered\":%llu,\"naks_sent\":%llu,"
-			       "\"msgs_lost\":%llu", (unsigned long long)o->want_msgs,
-			       (unsigned long long)c.msgs_filtered, (unsigned long long)c.naks_sent,
+			printf(",\"msgs_wanted\":%llu,\"msgs_filtered\":%llu,\"msgs_filtered_early\":%llu,"
+			       "\"naks_sent\":%llu,\"msgs_lost\":%llu", (unsigned long long)o->want_msgs,
+			       (unsigned long long)c.msgs_filtered,
+			       (unsigned long long)c.msgs_filtered_early, (unsigned long long)c.naks_sent,
 			       (unsigned long long)c.msgs_lost);
 		if (xc)
 			printf(",\"xdp_filtered\":%llu,\"xdp_redirected\":%llu,\"xdp_report_full\":%llu",
@@ -384,9 +394,11 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 		printf("}\n");
 	} else if (o->want_msgs) {
 		printf("%s%llu of %llu messages of '%s' in %.3f s; %llu of other topics dropped "
-		       "(msgs_filtered), %llu NAK ranges, %llu lost\n", done ? "" : "only ",
+		       "(msgs_filtered; %llu before they reached this process), %llu NAK ranges, "
+		       "%llu lost\n", done ? "" : "only ",
 		       (unsigned long long)s.msgs, (unsigned long long)o->want_msgs, o->pattern,
-		       now_s() - s.t0, (unsigned long long)c.msgs_filtered,
+		       msgs_s, (unsigned long long)c.msgs_filtered,
+		       (unsigned long long)c.msgs_filtered_early,
 		       (unsigned long long)c.naks_sent, (unsigned long long)c.msgs_lost);
 		if (xc)
 			printf("the XDP program of %s meanwhile: %llu frames dropped (filtered), "
@@ -401,8 +413,8 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 		printf("found %llu of %llu topics of '%s' in %.3f s%s\n", (unsigned long long)s.n,
 		       (unsigned long long)s.want, o->pattern, find_s, stop ? " (interrupted)" : " (timeout)");
 	fflush(stdout);
-	double l0 = now_s();
-	while (!stop && now_s() - l0 < o->linger_s) {
+	l0 = now_s();
+	while (!o->want_msgs && !stop && now_s() - l0 < o->linger_s) {
 		flit_ctx_poll(ctx, 0);
 		tool_sleep_us(1000);
 	}

@@ -871,6 +871,7 @@ int flit_rx_session_skip(struct flit_rx_session *rs, uint64_t first, uint64_t n)
 	 * from now on learns its number from its next message */
 	rs->skipped = true;
 	rs->ctx->rx.msgs_filtered += n;
+	rs->ctx->rx.msgs_filtered_early += n;
 	return 0;
 }
 

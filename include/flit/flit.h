@@ -137,6 +137,10 @@ struct flit_counters {
 	 * (xdp: frames of none of the wanted topics; the program's counters
 	 * count those frames as "filtered") */
 	uint64_t msgs_filtered;
+	/* of msgs_filtered, those dropped before they reached this process:
+	 * in the XDP program (xdp, a session of which some topics are wanted
+	 * here), which told the context their numbers */
+	uint64_t msgs_filtered_early;
 };
 
 /* Copy the context's counters into *out (out->sz must be set). */

@@ -72,7 +72,7 @@ COUNTER_FIELDS = (
     "duplicates", "msgs_lost", "loss_events", "readers_evicted",
     "sources_joined", "sources_left", "naks_sent", "naks_received",
     "retransmissions", "retx_received", "foreign_dropped", "unknown_session",
-    "rate_limited", "msgs_filtered",
+    "rate_limited", "msgs_filtered", "msgs_filtered_early",
 )
 
 

@@ -348,7 +348,7 @@ def test_overwrite_reports_loss(ctx, topic):
 
 def test_counters(ctx, topic):
     c0 = ctx.counters()
-    assert set(c0) == set(flit._lib.COUNTER_FIELDS) and len(c0) == 22
+    assert set(c0) == set(flit._lib.COUNTER_FIELDS) and len(c0) == 23
     sub = ctx.subscribe(topic)
     pub = ctx.publisher(topic)
     assert pub.wait_receivers(1)

@@ -22,12 +22,9 @@
 #include "dgram/session.h"
 #include "xdp/xdp_path.h"
 
-/* Not worth it, or not possible: nothing here unwanted, not started. */
-static bool part_wanted(const struct rsess *s)
+/* Some topic named here is nobody's. */
+static bool any_unwanted(const struct rsess *s)
 {
-	if (!s->tp->xp || !s->core || s->lj_wait || s->part_failed ||
-	    !flit_rel_rx_started(s->rel))
-		return false;
 	for (unsigned i = 0; i < s->ntopics; i++)
 		if (!flit_ctx_wants(s->tp->ctx, s->tname[i]))
 			return true;
@@ -39,7 +36,7 @@ static void part_fail(struct rsess *s, const char *what)
 	flit_debug("xdp: session %08x left to user space (%s): %s", s->id, what,
 		   flit_errmsg());
 	dg_part_end(s);
-	s->part_failed = true;
+	s->part_failed = s->part_eval = true;
 }
 
 /* How far the session's indexes are all named. */
@@ -52,11 +49,18 @@ static uint32_t named_upto(const struct rsess *s)
 	return n;
 }
 
+/* Part s if it has started (its numbers are placed) and carries a topic
+ * nobody here wants; decided once for the topics named so far (a topic
+ * named later that nobody wants decides again: dg_part_topic()). */
 void dg_part_sync(struct rsess *s)
 {
 	struct flit_tp *tp = s->tp;
 
-	if (s->parted || !part_wanted(s))
+	if (s->parted || s->part_failed || !tp->xp || !s->core || s->lj_wait ||
+	    !flit_rel_rx_started(s->rel))
+		return;
+	s->part_eval = true;
+	if (!any_unwanted(s))
 		return;
 	/* wanted topics first, then the session (and named): nothing wanted
 	 * is dropped meanwhile */
@@ -81,13 +85,13 @@ void dg_part_topic(struct rsess *s, uint32_t idx, bool added)
 {
 	struct flit_tp *tp = s->tp;
 
-	if (!s->parted) {
-		if (added)
-			dg_part_sync(s);  /* perhaps the first topic not wanted */
-		return;
-	}
 	int at = idx < s->npos ? (int)s->pos[idx] - 1 : -1;
 	bool want = added && at >= 0 && flit_ctx_wants(tp->ctx, s->tname[at]);
+	if (!s->parted) {
+		if (added && !want)
+			dg_part_sync(s);  /* perhaps the first topic nobody wants */
+		return;
+	}
 	if (flit_xdp_path_part_topic(tp->xp, s->id, idx, want))
 		part_fail(s, "a topic");
 }

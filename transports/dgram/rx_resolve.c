@@ -145,7 +145,7 @@ void dg_rebind(struct flit_tp *tp, uint64_t now)
 	if (tp->xp) {
 		flit_xdp_path_unfilter_all(tp->xp); /* wants changed: learn again */
 		for (struct rsess *s = tp->sess; s; s = s->next)
-			s->parted = s->part_failed = false;
+			s->parted = s->part_failed = s->part_eval = false;
 		tp->nparted = 0;
 	}
 	flit_ctx_each_sub(tp->ctx, static_add, &b);

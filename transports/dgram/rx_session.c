@@ -707,6 +707,9 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 				  tsk ? FLIT_MSGF_RECV_TS_KERNEL : 0;
 		int n = flit_rel_rx_data(s->rel, p, h.len, h.seq, h.count, now);
 		s->cur = NULL;
+		/* xdp: part the session once its numbers are placed */
+		if (FLIT_UNLIKELY(tp->xp && !s->part_eval))
+			dg_part_sync(s);
 		if (FLIT_UNLIKELY(s->core->unnamed != s->unnamed_seen))
 			sess_unnamed(s, now);
 		if (FLIT_UNLIKELY(s->npend_end))

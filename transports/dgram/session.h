@@ -185,6 +185,7 @@ struct rsess {                  /* a remote source's session */
 	/* xdp: parted (rx_part.c): frames of none of its wanted topics are
 	 * dropped in XDP and told to rel as skipped */
 	bool parted;
+	bool part_eval;             /* decided, for the topics named so far */
 	bool part_failed;           /* the program's tables refused: not again
 				     * until subscriptions change */
 	uint32_t xnamed;            /* indexes below it are named here (given to
