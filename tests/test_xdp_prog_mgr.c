@@ -332,6 +332,31 @@ static void sessions_and_topics_round_trip(void **state)
 	assert_int_equal(flit_xdp_topic_each(&m, on_topic, &ts), 0);
 	assert_int_equal(ts.n, 1);
 	assert_int_equal(flit_xdp_session_del(&m, 3), 0);
+
+	/* several at once, parted ones (REPORT, named) among them: one pass
+	 * over the topics; another session's topics stay */
+	assert_int_equal(flit_xdp_session_set(&m, 11, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT,
+					      40), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 12, FLIT_XDP_SESS_FILTER, 0), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 13, FLIT_XDP_SESS_FILTER, 0), 0);
+	for (uint32_t t = 0; t < 30; t++) {
+		assert_int_equal(flit_xdp_topic_set(&m, 11, t, true), 0);
+		assert_int_equal(flit_xdp_topic_set(&m, 13, t, true), 0);
+	}
+	struct flit_xdp_session sv;
+	uint32_t sid = 11;
+	assert_int_equal(bpf_map_lookup_elem(m.sessions, &sid, &sv), 0);
+	assert_int_equal(sv.flags, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT);
+	assert_int_equal(sv.named, 40);
+	const uint32_t gone[] = { 12, 11, 99 };
+	assert_int_equal(flit_xdp_sessions_del(&m, gone, 3), 0);
+	ts = (struct topic_seen){ 0 };
+	assert_int_equal(flit_xdp_topic_each(&m, on_topic, &ts), 0);
+	assert_int_equal(ts.n, 30);         /* session 13's */
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(ts.s[i], 13);
+	assert_int_equal(bpf_map_lookup_elem(m.sessions, &sid, &sv), -ENOENT);
+	assert_int_equal(flit_xdp_session_del(&m, 13), 0);
 	flit_xdp_maps_close(&m);
 }
 

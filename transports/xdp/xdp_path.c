@@ -225,8 +225,7 @@ void flit_xdp_path_close(struct flit_xdp_path *p)
 	if (p->maps.flows >= 0) {
 		for (unsigned i = 0; i < p->nflows; i++)
 			flit_xdp_flow_del(&p->maps, p->flows[i].daddr, p->flows[i].dport);
-		for (unsigned i = 0; i < p->nfiltered; i++)
-			flit_xdp_session_del(&p->maps, p->filtered[i]);
+		flit_xdp_sessions_del(&p->maps, p->filtered, p->nfiltered);
 		if (p->xk)
 			for (unsigned q = 0; q < flit_xsk_queues(p->xk); q++)
 				flit_xdp_xsk_clear(&p->maps, q);
@@ -340,8 +339,8 @@ void flit_xdp_path_unfilter(struct flit_xdp_path *p, uint32_t session)
 
 void flit_xdp_path_unfilter_all(struct flit_xdp_path *p)
 {
-	for (unsigned i = 0; i < p->nfiltered; i++)
-		flit_xdp_session_del(&p->maps, p->filtered[i]);
+	if (flit_xdp_sessions_del(&p->maps, p->filtered, p->nfiltered))
+		flit_debug("xdp: %s", flit_errmsg());
 	p->nfiltered = 0;
 }
 

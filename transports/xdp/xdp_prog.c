@@ -2025,6 +2025,44 @@ int flit_xdp_session_del(const struct flit_xdp_maps *m, uint32_t session)
 	return err;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int flit_xdp_sessions_del(const struct flit_xdp_maps *m, const uint32_t *sessions, size_t n)
+{
+	struct flit_xdp_topic_key *keys;
+	uint32_t *sorted;
+	size_t nk;
+	int err = 0;
+
+	if (!n)
+		return 0;
+	sorted = malloc(n * sizeof(*sorted));
+	if (!sorted)
+		return flit_err(ENOMEM, "%s: deleting sessions", m->ifname);
+	memcpy(sorted, sessions, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		if (bpf_map_delete_elem(m->sessions, &sorted[i]) < 0 && errno != ENOENT && !err)
+			err = map_err(m, "sessions", "deleting a session");
+	/* their topics, in one pass over the table */
+	int e = topic_keys(m, false, 0, &keys, &nk);
+	if (e) {
+		free(sorted);
+		return err ? err : e;
+	}
+	for (size_t i = 0; i < nk; i++)
+		if (bsearch(&keys[i].session, sorted, n, sizeof(*sorted), cmp_u32) &&
+		    bpf_map_delete_elem(m->topics, &keys[i]) < 0 && errno != ENOENT && !err)
+			err = map_err(m, "topics", "deleting a topic");
+	free(keys);
+	free(sorted);
+	return err;
+}
+
 int flit_xdp_topic_set(const struct flit_xdp_maps *m, uint32_t session,
 		       uint32_t topic, bool wanted)
 {

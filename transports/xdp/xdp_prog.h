@@ -236,6 +236,9 @@ int flit_xdp_session_set(const struct flit_xdp_maps *m, uint32_t session,
 			 uint32_t flags, uint32_t named);
 /* removes the session and all its topics */
 int flit_xdp_session_del(const struct flit_xdp_maps *m, uint32_t session);
+/* removes the sessions and their topics (one pass over the topics table);
+ * sessions not there are no error */
+int flit_xdp_sessions_del(const struct flit_xdp_maps *m, const uint32_t *sessions, size_t n);
 int flit_xdp_topic_set(const struct flit_xdp_maps *m, uint32_t session,
 		       uint32_t topic, bool wanted);
 /* Each (session, wanted topic); a session with no wanted topic is reported
