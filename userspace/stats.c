@@ -46,6 +46,7 @@ static const char *const counter_names[FLIT_STATS_COUNTERS_USED] = {
 	"sources_joined", "sources_left", "naks_sent", "naks_received",
 	"retransmissions", "retx_received", "foreign_dropped",
 	"unknown_session", "rate_limited", "sources", "msgs_filtered",
+	"msgs_filtered_early",
 };
 
 const char *flit_stats_counter_name(unsigned i)
@@ -95,6 +96,7 @@ struct flit_stats {
 	 * the send counters publishers have reported (closed ones included). */
 	uint64_t rx[NCTR_CORE];
 	uint64_t rx_filtered;       /* flit_counters.msgs_filtered (slot 22) */
+	uint64_t rx_filtered_early; /* ... msgs_filtered_early (slot 23) */
 	uint64_t tx[TP_MAX][NCTR_CORE];
 	_Atomic int tp_row[TP_MAX]; /* -1: none yet; -2: the table was full */
 };
@@ -602,6 +604,7 @@ static void ctx_row_fill(struct flit_stats *st, uint64_t now)
 		for (unsigned i = 0; i < NCTR_CORE; i++)
 			v[i] += st->tx[t][i];
 	v[FLIT_STATS_MSGS_FILTERED] = st->rx_filtered;
+	v[FLIT_STATS_MSGS_FILTERED_EARLY] = st->rx_filtered_early;
 	row_fill(row_at(st, 0), v, FLIT_STATS_COUNTERS_USED, now);
 }
 
@@ -690,6 +693,7 @@ void flit_stats_ctx_write(struct flit_stats *st, const struct flit_counters *rx,
 		return;
 	ctr_array(rx, st->rx);
 	st->rx_filtered = rx->msgs_filtered;
+	st->rx_filtered_early = rx->msgs_filtered_early;
 	ctx_row_fill(st, now);
 	row_unlock(cr, s);
 	__atomic_fetch_add(&hdr(st)->refreshes, 1, __ATOMIC_RELAXED);

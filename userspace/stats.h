@@ -71,6 +71,7 @@ enum flit_stats_counter {
 	FLIT_STATS_RATE_LIMITED,
 	FLIT_STATS_SOURCES,       /* gauge: subscriber rows, sources delivering now */
 	FLIT_STATS_MSGS_FILTERED, /* context row: flit_counters.msgs_filtered */
+	FLIT_STATS_MSGS_FILTERED_EARLY, /* context row: ... msgs_filtered_early */
 	FLIT_STATS_COUNTERS_USED, /* slots up to here have a name; the rest are 0 */
 };
 
