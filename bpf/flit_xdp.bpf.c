@@ -192,12 +192,13 @@ static __always_inline void count(__u32 idx)
  * it), so the session's receiver never takes a drop here for a loss.  A
  * frame of no messages numbers nothing: nothing to tell.
  */
-static __always_inline __u32 filtered_told(const struct flit_wire_hdr *fh, bool report)
+static __always_inline __u32 filtered_told(const struct flit_wire_hdr *fh, bool report,
+					   __u32 gen)
 {
 	if (!report || fh->count == 0)
 		return FLIT_XDP_FILTERED;
 	struct flit_xdp_filtered r = {
-		.session = fh->session_id, .count = fh->count, .seq = fh->seq,
+		.session = fh->session_id, .gen = gen, .seq = fh->seq, .count = fh->count,
 	};
 	if (bpf_ringbuf_output(&filtered, &r, sizeof(r), BPF_RB_NO_WAKEUP)) {
 		count(FLIT_XDP_REPORT_FULL);
@@ -316,7 +317,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		return FLIT_XDP_REDIRECTED;
 	/* REPORT: topics at or above named are steered */
 	bool report = sv->flags & FLIT_XDP_SESS_REPORT;
-	__u32 named = sv->named;
+	__u32 named = sv->named, gen = sv->gen;
 
 	/* ---- the topic filter: PROTOCOL.md checks 7a..7c, 8 ---- */
 	__u32 nmsg = fh->count;
@@ -334,7 +335,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 			/* whole frame read, nothing wanted */
 			if (off != flen)
 				return FLIT_XDP_MALFORMED;
-			return filtered_told(fh, report);
+			return filtered_told(fh, report, gen);
 		}
 		if (off + mh > flen)
 			return FLIT_XDP_MALFORMED;
@@ -358,7 +359,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 	if (nmsg == FLIT_XDP_WALK_MAX) {
 		if (off != flen)
 			return FLIT_XDP_MALFORMED;
-		return filtered_told(fh, report);
+		return filtered_told(fh, report, gen);
 	}
 	count(FLIT_XDP_WALK_LIMIT);
 	return FLIT_XDP_REDIRECTED;

@@ -13,7 +13,8 @@
  *   flows     HASH   struct flit_xdp_flow_key -> struct flit_xdp_flow
  *   xsks      XSKMAP u32 slot -> AF_XDP socket (slot = flow.slot_base + rx queue)
  *   sessions  HASH   u32 session id -> struct flit_xdp_session
- *   topics    HASH   struct flit_xdp_topic_key -> u32 (1: wanted)
+ *   topics    HASH   struct flit_xdp_topic_key -> u32 (1: wanted; of a REPORT
+ *             session also: not known to user space, steer it)
  *   filtered  RINGBUF struct flit_xdp_filtered records: the frames dropped
  *             for sessions with FLIT_XDP_SESS_REPORT (one consumer: the
  *             context that owns the interface's sockets)
@@ -40,9 +41,11 @@
  *     0x7ff8 bytes) is steered unread (WALK_LIMIT);
  *   - with FLIT_XDP_SESS_REPORT also: a message of a topic at or above the
  *     session's `named` (one user space has not learnt yet) makes the frame
- *     steered whole; a dropped frame of messages is written to filtered
- *     (session, first seq, count) first, and when the ring is full it is
- *     steered instead (REPORT_FULL), so no drop goes untold;
+ *     steered whole (below it, user space lists in topics what it wants
+ *     and what it does not know); a dropped frame of messages is written to
+ *     filtered (session, the session value's gen, first seq, count) first,
+ *     and when the ring is full it is steered instead (REPORT_FULL), so no
+ *     drop goes untold;
  *   - everything else on a flow (control frames 2..7, DATA of sessions not
  *     listed): redirected to xsks[slot_base + rx_queue_index]; no socket
  *     there: XDP_PASS (NO_SOCKET), so a kernel socket on the group still
@@ -65,7 +68,8 @@
 #define FLIT_XDP_SESSIONS_MAX 16384
 #define FLIT_XDP_TOPICS_MAX   65536
 #define FLIT_XDP_WALK_MAX     32    /* messages the topic filter reads per frame */
-#define FLIT_XDP_FILTERED_BYTES (1024 * 1024) /* the filtered ring's size: 43,690 records */
+#define FLIT_XDP_FILTERED_BYTES (1024 * 1024) /* the filtered ring's size: 32,768
+					       * records (24 bytes + an 8-byte header) */
 
 /* Key of flows: destination of the UDP datagram, both in network order. */
 struct flit_xdp_flow_key {
@@ -84,6 +88,10 @@ struct flit_xdp_session {
 	__u32 flags;       /* FLIT_XDP_SESS_* */
 	__u32 named;       /* with FLIT_XDP_SESS_REPORT: topic indexes below it
 			    * are known to user space (the others steered) */
+	__u32 gen;         /* with REPORT: copied into each record, so that user
+			    * space tells a record of this parting from one
+			    * left by an earlier one */
+	__u32 pad;         /* 0 */
 };
 
 #define FLIT_XDP_SESS_FILTER 0x1u  /* drop DATA frames with no wanted topic */
@@ -94,8 +102,10 @@ struct flit_xdp_session {
  * messages [seq, seq + count) */
 struct flit_xdp_filtered {
 	__u32 session;
-	__u32 count;
+	__u32 gen;         /* the session value's gen when it was dropped */
 	__u64 seq;
+	__u32 count;
+	__u32 pad;         /* 0 */
 };
 
 struct flit_xdp_topic_key {

@@ -924,7 +924,7 @@ static int cmd_topics(int argc, char **argv)
 						o.args[3]);
 		}
 		open_maps(ifname, &m);
-		rc = flit_xdp_session_set(&m, session, on ? FLIT_XDP_SESS_FILTER : 0, 0);
+		rc = flit_xdp_session_set(&m, session, on ? FLIT_XDP_SESS_FILTER : 0, 0, 0);
 	} else if (!strcmp(verb, "list")) {
 		struct list_state ls = { .json = o.json };
 

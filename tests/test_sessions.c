@@ -192,6 +192,8 @@ struct mpub {
 	unsigned gap_us;            /* between rounds */
 	int close_first_after;      /* close topic 0 after this many rounds (-1: never) */
 	int want_receivers;
+	int quiet;                  /* this topic sends in the first and the last
+				     * round only (0: none; topic 0 can't be) */
 };
 
 static int mpub_send(flit_ctx *ctx, flit_pub *p, uint32_t k, uint32_t round)
@@ -243,9 +245,15 @@ static void mpub_main(const struct mpub *a, int stop)
 			flit_pub_close(pub[0]);
 			pub[0] = NULL;
 		}
-		for (unsigned k = 0; k < n; k++)
-			if (pub[k] && mpub_send(ctx, pub[k], k, a->later && k == a->ntopics ? i - a->later : i))
+		for (unsigned k = 0; k < n; k++) {
+			if (a->quiet && k == (unsigned)a->quiet && i && i + 1 != a->rounds)
+				continue;
+			uint32_t round = a->later && k == a->ntopics ? i - a->later : i;
+			if (a->quiet && k == (unsigned)a->quiet && i)
+				round = 1;  /* its second message */
+			if (pub[k] && mpub_send(ctx, pub[k], k, round))
 				_exit(8);
+		}
 		if (a->gap_us)
 			usleep(a->gap_us);
 	}
@@ -462,8 +470,12 @@ static void one_topic_among_40(const char *prefix, const char *impair)
 		 * before, while it waited for the source's answer, are
 		 * filtered in user space: a few rounds at most) */
 		assert_true(r.c.msgs_filtered_early + 39 * 5 >= r.c.msgs_filtered);
+		/* no NAK for what the program dropped (39,000 frames: were
+		 * they taken for gaps, thousands); a frame steered on another
+		 * rx queue may overtake a drop's record by microseconds, and
+		 * the NAK backoff is up to 2 ms: a stray NAK is possible */
 		if (!impair)
-			assert_int_equal(r.c.naks_sent, 0);
+			assert_true(r.c.naks_sent < 10);
 	}
 	else
 		assert_int_equal(r.c.msgs_filtered_early, 0);
@@ -481,6 +493,36 @@ static void a_subscriber_of_one_topic_among_40_has_its_loss_repaired(void **stat
 {
 	(void)state;
 	one_topic_among_40("sr", "context.udp.impair = loss=5%,seed=5\n");
+}
+
+/* A subscriber of a topic that is quiet while the session's other topics
+ * are busy (a session timeout of 400 ms, 2 s of others' traffic): the
+ * session lives on (over xdp the program drops every frame it gets, and
+ * the drops it tells show the source alive, as frames would), and the
+ * topic's second message comes. */
+static void a_quiet_topic_of_a_busy_session_lives_on(void **state)
+{
+	(void)state;
+	struct mpub pa = { .prefix = "sq", .src_cfg = "session = md", .ntopics = 8,
+			   .rounds = 2000, .gap_us = 1000, .close_first_after = -1,
+			   .want_receivers = 1, .quiet = 5 };
+	struct msub subs[1] = { { .prefix = "sq", .rounds = { [5] = 2 } } };
+	const int hosts[1] = { 3 };
+	const char *const topics[1] = { "sq.5" };
+	struct msub_result r;
+
+	mrun(&pa, 1, hosts, topics, subs, "receiver.udp.session_timeout_ms = 400\n", &r, 30000);
+	show("sq.5, quiet", &r, 8);
+	printf("# msgs_filtered %llu (early %llu); xdp: filtered %llu\n",
+	       (unsigned long long)r.c.msgs_filtered, (unsigned long long)r.c.msgs_filtered_early,
+	       (unsigned long long)r.xdp[FLIT_XDP_FILTERED]);
+	assert_true(r.ok);
+	assert_int_equal(r.got[5], 2);
+	assert_int_equal(r.bos[5], 1);
+	assert_int_equal(r.eos[5], 0);
+	assert_int_equal(r.order_errors + r.bad + r.seq_errors + r.lost_events, 0);
+	if (nt_xdp(NULL))
+		assert_true(r.c.msgs_filtered_early > 7 * 1900);
 }
 
 /* Loss NAK cannot repair (the source keeps 1 ms of data): each topic's
@@ -989,6 +1031,7 @@ int main(void)
 		cmocka_unit_test(unrepaired_loss_is_told_per_topic_in_its_numbers),
 		cmocka_unit_test(a_subscriber_of_one_topic_among_40_gets_it_alone),
 		cmocka_unit_test(a_subscriber_of_one_topic_among_40_has_its_loss_repaired),
+		cmocka_unit_test(a_quiet_topic_of_a_busy_session_lives_on),
 		cmocka_unit_test(publisher_with_other_settings_is_refused_naming_the_session),
 		cmocka_unit_test(a_claim_holds_the_shared_session_for_other_threads_only),
 		cmocka_unit_test(a_session_holds_65536_topics_then_reuses_ended_indexes),

@@ -75,9 +75,11 @@ static void flow_add(uint32_t addr, uint16_t port, uint32_t slot_base)
 	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.flows), &k, &v, BPF_ANY), 0);
 }
 
+#define REP_GEN 0x9e11u            /* SESS_REP's generation */
+
 static void session_set_named(uint32_t s, uint32_t flags, uint32_t named)
 {
-	struct flit_xdp_session v = { .flags = flags, .named = named };
+	struct flit_xdp_session v = { .flags = flags, .named = named, .gen = REP_GEN };
 	assert_int_equal(bpf_map_update_elem(bpf_map__fd(skel->maps.sessions), &s, &v,
 					     BPF_ANY), 0);
 }
@@ -777,6 +779,7 @@ static void parted_session_drops_and_tells_each_frame(void **state)
 	struct reports rp = reports_take();
 	assert_int_equal(rp.total, 2);
 	assert_int_equal(rp.r[0].session, SESS_REP);
+	assert_int_equal(rp.r[0].gen, REP_GEN);
 	assert_int_equal(rp.r[0].count, 1);
 	assert_int_equal(rp.r[0].seq, 1000);
 	assert_int_equal(rp.r[1].session, SESS_REP);
@@ -812,7 +815,7 @@ static void full_report_ring_steers_instead_of_dropping(void **state)
 	reports_take();
 	size_t n = build(b, &(struct pkt_spec){ 0 }, f, one_msg_frame(f, SESS_REP, T_ZERO));
 	/* more frames than the ring holds records, nothing read meanwhile */
-	const uint32_t runs = FLIT_XDP_FILTERED_BYTES / 16 + 100;
+	const uint32_t runs = FLIT_XDP_FILTERED_BYTES / 24 + 100;
 	uint64_t before[FLIT_XDP_COUNTERS], after[FLIT_XDP_COUNTERS];
 	LIBBPF_OPTS(bpf_test_run_opts, many, .data_in = b, .data_size_in = (uint32_t)n,
 		    .repeat = runs);

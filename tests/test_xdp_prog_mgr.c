@@ -303,14 +303,14 @@ static void sessions_and_topics_round_trip(void **state)
 
 	need_net();
 	assert_int_equal(flit_xdp_maps_open(ifa, &m), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 0x1a2b3c4d, FLIT_XDP_SESS_FILTER, 0), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 7, 0x80, 0), -EINVAL);
+	assert_int_equal(flit_xdp_session_set(&m, 0x1a2b3c4d, FLIT_XDP_SESS_FILTER, 0, 0), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 7, 0x80, 0, 0), -EINVAL);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 9, true), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 2, true), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 5, true), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 5, false), 0);
 	assert_int_equal(flit_xdp_topic_set(&m, 0x1a2b3c4d, 5, false), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 3, 0, 0), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 3, 0, 0, 0), 0);
 
 	/* sorted; the session without topics once, topic UINT32_MAX */
 	assert_int_equal(flit_xdp_topic_each(&m, on_topic, &ts), 0);
@@ -336,9 +336,9 @@ static void sessions_and_topics_round_trip(void **state)
 	/* several at once, parted ones (REPORT, named) among them: one pass
 	 * over the topics; another session's topics stay */
 	assert_int_equal(flit_xdp_session_set(&m, 11, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT,
-					      40), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 12, FLIT_XDP_SESS_FILTER, 0), 0);
-	assert_int_equal(flit_xdp_session_set(&m, 13, FLIT_XDP_SESS_FILTER, 0), 0);
+					      40, 7), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 12, FLIT_XDP_SESS_FILTER, 0, 0), 0);
+	assert_int_equal(flit_xdp_session_set(&m, 13, FLIT_XDP_SESS_FILTER, 0, 0), 0);
 	for (uint32_t t = 0; t < 30; t++) {
 		assert_int_equal(flit_xdp_topic_set(&m, 11, t, true), 0);
 		assert_int_equal(flit_xdp_topic_set(&m, 13, t, true), 0);
@@ -348,6 +348,7 @@ static void sessions_and_topics_round_trip(void **state)
 	assert_int_equal(bpf_map_lookup_elem(m.sessions, &sid, &sv), 0);
 	assert_int_equal(sv.flags, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT);
 	assert_int_equal(sv.named, 40);
+	assert_int_equal(sv.gen, 7);
 	const uint32_t gone[] = { 12, 11, 99 };
 	assert_int_equal(flit_xdp_sessions_del(&m, gone, 3), 0);
 	ts = (struct topic_seen){ 0 };

@@ -787,7 +787,7 @@ static int rx_advance(struct flit_rel_rx *rx)
 			rx->held_bytes -= h.len;
 			if (h.end <= rx->expected) {
 				/* overtaken by an overlapping frame */
-				rx->st.duplicates++;
+				rx->st.duplicates += h.buf != NULL;
 				free(h.buf);
 				continue;
 			}

@@ -10,11 +10,18 @@
  * are neither NAKed nor lost.  A frame with any wanted message still comes
  * whole, and the core drops the others (msgs_filtered).
  *
- * The program knows the topic indexes below the session's xnamed (every one
- * of them has been named here); a message of a higher index is steered up,
- * since it may be a topic a subscriber wants that its INFO page has not
- * named yet.  A wanted topic is put in the program's table before xnamed
- * passes it, so none of its messages is dropped on the way.
+ * What the program steers up: indexes at or above the session's bound
+ * (xnamed: the highest index named here + 1), and below it those in its
+ * topics table: the wanted ones, and the ones not named here (never named,
+ * or whose topic ended: a new topic may take the index, and its page may be
+ * lost).  A topic is put in the table before the bound passes it, so none
+ * of its messages is dropped on the way.
+ *
+ * Each parting has its generation, which the program copies into the
+ * session's records: a record left in the ring by an earlier parting of the
+ * same session (another binding, or another process) is not taken for this
+ * one's.  Before a session is unparted, the ring is read: its last drops
+ * are told, not NAKed.
  *
  * The program's tables are the interface's (one context owns them); a
  * session they cannot take is left to user space (part_failed).
@@ -22,13 +29,11 @@
 #include "dgram/session.h"
 #include "xdp/xdp_path.h"
 
-/* Some topic named here is nobody's. */
-static bool any_unwanted(const struct rsess *s)
+/* The program steers index i of s (wanted, or not named here). */
+static bool steer_of(const struct rsess *s, uint32_t i)
 {
-	for (unsigned i = 0; i < s->ntopics; i++)
-		if (!flit_ctx_wants(s->tp->ctx, s->tname[i]))
-			return true;
-	return false;
+	int at = i < s->npos ? (int)s->pos[i] - 1 : -1;
+	return at < 0 || flit_ctx_wants(s->tp->ctx, s->tname[at]);
 }
 
 static void part_fail(struct rsess *s, const char *what)
@@ -36,17 +41,21 @@ static void part_fail(struct rsess *s, const char *what)
 	flit_debug("xdp: session %08x left to user space (%s): %s", s->id, what,
 		   flit_errmsg());
 	dg_part_end(s);
+	/* what a parting that failed half way wrote */
+	flit_xdp_path_unpart(s->tp->xp, s->id);
 	s->part_failed = s->part_eval = true;
 }
 
-/* How far the session's indexes are all named. */
-static uint32_t named_upto(const struct rsess *s)
+/* Put indexes [from, to) that the program must steer into its table. */
+static int steer_range(struct rsess *s, uint32_t from, uint32_t to)
 {
-	uint32_t n = s->xnamed;
-
-	while (n < s->npos && s->pos[n])
-		n++;
-	return n;
+	for (uint32_t i = from; i < to; i++)
+		if (steer_of(s, i)) {
+			int err = flit_xdp_path_part_topic(s->tp->xp, s->id, i, true);
+			if (err)
+				return err;
+		}
+	return 0;
 }
 
 /* Part s if it has started (its numbers are placed) and carries a topic
@@ -55,23 +64,27 @@ static uint32_t named_upto(const struct rsess *s)
 void dg_part_sync(struct rsess *s)
 {
 	struct flit_tp *tp = s->tp;
+	bool unwanted = false;
 
 	if (s->parted || s->part_failed || !tp->xp || !s->core || s->lj_wait ||
 	    !flit_rel_rx_started(s->rel))
 		return;
 	s->part_eval = true;
-	if (!any_unwanted(s))
+	s->xtop = 0;
+	for (unsigned i = 0; i < s->ntopics; i++) {
+		unwanted |= !flit_ctx_wants(tp->ctx, s->tname[i]);
+		if (s->tidx[i] + 1 > s->xtop)
+			s->xtop = s->tidx[i] + 1;
+	}
+	if (!unwanted)
 		return;
-	/* wanted topics first, then the session (and named): nothing wanted
-	 * is dropped meanwhile */
-	for (unsigned i = 0; i < s->ntopics; i++)
-		if (flit_ctx_wants(tp->ctx, s->tname[i]) &&
-		    flit_xdp_path_part_topic(tp->xp, s->id, s->tidx[i], true)) {
-			part_fail(s, "a wanted topic");
-			return;
-		}
-	s->xnamed = named_upto(s);
-	if (flit_xdp_path_part(tp->xp, s->id, s->xnamed)) {
+	if (steer_range(s, 0, s->xtop)) {
+		part_fail(s, "a topic");
+		return;
+	}
+	s->xnamed = s->xtop;
+	s->xgen = ++tp->part_gen ? tp->part_gen : ++tp->part_gen;
+	if (flit_xdp_path_part(tp->xp, s->id, s->xnamed, s->xgen)) {
 		part_fail(s, "the session");
 		return;
 	}
@@ -83,39 +96,46 @@ void dg_part_sync(struct rsess *s)
 /* Topic idx of s was named (added) or ended (!added). */
 void dg_part_topic(struct rsess *s, uint32_t idx, bool added)
 {
-	struct flit_tp *tp = s->tp;
-
-	int at = idx < s->npos ? (int)s->pos[idx] - 1 : -1;
-	bool want = added && at >= 0 && flit_ctx_wants(tp->ctx, s->tname[at]);
 	if (!s->parted) {
-		if (added && !want)
+		if (added && !steer_of(s, idx))
 			dg_part_sync(s);  /* perhaps the first topic nobody wants */
 		return;
 	}
-	if (flit_xdp_path_part_topic(tp->xp, s->id, idx, want))
+	if (added && idx + 1 > s->xtop)
+		s->xtop = idx + 1;
+	/* above the bound: dg_part_flush() puts it in before raising it */
+	if (idx >= s->xnamed)
+		return;
+	/* ended: steered (a new topic may take the index) */
+	if (flit_xdp_path_part_topic(s->tp->xp, s->id, idx, !added || steer_of(s, idx)))
 		part_fail(s, "a topic");
 }
 
 /* After a page: the program learns the indexes named since. */
 void dg_part_flush(struct rsess *s)
 {
-	if (!s->parted)
+	if (!s->parted || s->xtop <= s->xnamed)
 		return;
-	uint32_t n = named_upto(s);
-	if (n == s->xnamed)
+	if (steer_range(s, s->xnamed, s->xtop)) {
+		part_fail(s, "a topic");
 		return;
-	s->xnamed = n;
-	if (flit_xdp_path_part(s->tp->xp, s->id, n))
+	}
+	s->xnamed = s->xtop;
+	if (flit_xdp_path_part(s->tp->xp, s->id, s->xnamed, s->xgen))
 		part_fail(s, "the session");
 }
 
 void dg_part_end(struct rsess *s)
 {
+	struct flit_tp *tp = s->tp;
+
 	if (!s->parted)
 		return;
-	flit_xdp_path_unfilter(s->tp->xp, s->id);
+	/* its last drops told first */
+	dg_part_reports(tp, mono());
+	flit_xdp_path_unpart(tp->xp, s->id);
 	s->parted = false;
-	s->tp->nparted--;
+	tp->nparted--;
 }
 
 static struct rsess *find(struct flit_tp *tp, uint32_t id)
@@ -128,18 +148,21 @@ static struct rsess *find(struct flit_tp *tp, uint32_t id)
 	return NULL;
 }
 
-static void on_report(void *arg, uint32_t session, uint64_t seq, uint32_t count)
+static void on_report(void *arg, uint32_t session, uint32_t gen, uint64_t seq, uint32_t count)
 {
 	struct flit_tp *tp = arg;
 	struct rsess *s = find(tp, session);
 
-	/* a session parted no longer (unbound, subscriptions changed): its
-	 * frames come up again, and so do repairs of these */
-	if (!s || !s->parted || !s->core || !count)
+	/* another parting's (an earlier binding, another process) */
+	if (!s || !s->parted || gen != s->xgen || !s->core || !count)
 		return;
+	/* the source is busy: the drop shows it alive as a frame would */
+	s->last_heard = tp->part_now;
 	int n = flit_rel_rx_skip(s->rel, seq, count, tp->part_now);
 	if (n > 0)
 		tp->part_ev += n;
+	if (s->npend_end)
+		dg_sess_pending_ends(s);
 	uint64_t dl = flit_rel_rx_deadline(s->rel);
 	if (dl < tp->next_house)
 		tp->next_house = dl;
@@ -147,11 +170,16 @@ static void on_report(void *arg, uint32_t session, uint64_t seq, uint32_t count)
 
 int dg_part_reports(struct flit_tp *tp, uint64_t now)
 {
-	if (!tp->nparted)
+	/* not from inside a record's handling (an EOS it brings may unpart:
+	 * the records after it are read by the call under way) */
+	if (tp->in_reports)
 		return 0;
+	/* with nothing parted, what is there is stale: read (thrown away) */
+	tp->in_reports = true;
 	tp->part_ev = 0;
 	tp->part_now = now;
 	int n = flit_xdp_path_reports(tp->xp, on_report, tp);
+	tp->in_reports = false;
 	if (n < 0)
 		flit_debug("xdp: %s", flit_errmsg());
 	return tp->part_ev;

@@ -143,6 +143,7 @@ void dg_rebind(struct flit_tp *tp, uint64_t now)
 
 	dg_statics_release(tp);
 	if (tp->xp) {
+		dg_part_reports(tp, now);           /* parted sessions' last drops */
 		flit_xdp_path_unfilter_all(tp->xp); /* wants changed: learn again */
 		for (struct rsess *s = tp->sess; s; s = s->next)
 			s->parted = s->part_failed = s->part_eval = false;

@@ -378,7 +378,7 @@ static void sess_topic_ended(struct rsess *s, uint32_t idx, uint64_t seq)
 }
 
 /* End the pending topics whose messages are all delivered. */
-static void sess_pending_ends(struct rsess *s)
+void dg_sess_pending_ends(struct rsess *s)
 {
 	for (unsigned i = 0; i < s->npend_end;)
 		if (!s->core || s->core->next_seq >= s->pend_end[i].seq) {
@@ -713,7 +713,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		if (FLIT_UNLIKELY(s->core->unnamed != s->unnamed_seen))
 			sess_unnamed(s, now);
 		if (FLIT_UNLIKELY(s->npend_end))
-			sess_pending_ends(s);
+			dg_sess_pending_ends(s);
 		uint64_t dl = flit_rel_rx_deadline(s->rel);
 		if (dl < tp->next_house)
 			tp->next_house = dl;
@@ -752,7 +752,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		{
 			int n = flit_rel_rx_hb(s->rel, h.seq, flit_ctl_hb_trail(p), now);
 			if (s->npend_end)
-				sess_pending_ends(s);
+				dg_sess_pending_ends(s);
 			uint64_t dl = flit_rel_rx_deadline(s->rel);
 			if (dl < tp->next_house)
 				tp->next_house = dl;
@@ -768,7 +768,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 			flit_ctl_range(p, i, &r[i]);
 		int ev = flit_rel_rx_ncf(s->rel, r, n, now);
 		if (s->npend_end)
-			sess_pending_ends(s);
+			dg_sess_pending_ends(s);
 		return ev < 0 ? 0 : ev;
 	}
 	case FLIT_FT_INFO:

@@ -188,8 +188,10 @@ struct rsess {                  /* a remote source's session */
 	bool part_eval;             /* decided, for the topics named so far */
 	bool part_failed;           /* the program's tables refused: not again
 				     * until subscriptions change */
-	uint32_t xnamed;            /* indexes below it are named here (given to
-				     * the program; only grows) */
+	uint32_t xnamed;            /* the program's bound: indexes at or above it
+				     * are steered (only grows) */
+	uint32_t xtop;              /* highest index named here + 1 */
+	uint32_t xgen;              /* this parting's generation (its records) */
 };
 
 /* A datagram kept while a joining receiver waits for LATE. */
@@ -314,7 +316,9 @@ struct flit_tp {
 	char desc[1024];             /* xdp with stamps: ~700 */
 	unsigned xk_want, xk_idle;
 	unsigned nparted;            /* sessions parted in XDP (rx_part.c) */
+	uint32_t part_gen;           /* the last parting's generation */
 	int part_ev;                 /* events of skips, during dg_part_reports() */
+	bool in_reports;
 	uint64_t part_now;
 	uint32_t xk_max;             /* largest datagram xk sends (bigger: the kernel) */
 	struct flit_ud_path *ud;     /* rdma multicast: the UD data path */
@@ -405,6 +409,8 @@ int dg_sess_start(struct rsess *s, const struct flit_ctl_late *late, uint64_t ne
 int dg_sess_unbind(struct rsess *s, uint32_t flags, bool leave);
 void dg_sess_delete(struct flit_tp *tp, struct rsess *s);
 void dg_sess_ended(struct flit_tp *tp, struct rsess *s, uint64_t now);
+/* End the topics of s that ended (INFO ENDED) whose messages are all in. */
+void dg_sess_pending_ends(struct rsess *s);
 void dg_update_ucast_need(struct flit_tp *tp);
 const char *dg_ctl_name_str(const struct flit_ctl_name *nm, char buf[FLIT_TOPIC_MAX + 1]);
 bool dg_found_has(const struct flit_tp *tp, const char *topic);

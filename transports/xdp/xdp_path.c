@@ -66,14 +66,15 @@ static void clear_maps(const struct flit_xdp_maps *m)
 	}
 }
 
-/* a record of the filtered ring: a frame of a parted session dropped */
+/* a record of the filtered ring: a frame of a parted session dropped
+ * (report_fn NULL: thrown away) */
 static int on_report(void *ctx, void *data, size_t size)
 {
 	struct flit_xdp_path *p = ctx;
 	const struct flit_xdp_filtered *r = data;
 
 	if (size >= sizeof(*r) && p->report_fn)
-		p->report_fn(p->report_arg, r->session, r->seq, r->count);
+		p->report_fn(p->report_arg, r->session, r->gen, r->seq, r->count);
 	return 0;
 }
 
@@ -190,8 +191,10 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 		goto fail;
 	}
 	/* we own the interface's queues now: what the maps still hold is a
-	 * crashed application's */
+	 * crashed application's (and so are the records of its ring) */
 	clear_maps(&p->maps);
+	if (p->reports)
+		ring_buffer__consume(p->reports);
 	for (unsigned q = 0; q < flit_xsk_queues(p->xk); q++) {
 		err = flit_xdp_xsk_set(&p->maps, q, flit_xsk_fd(p->xk, q));
 		if (err)
@@ -279,19 +282,19 @@ void flit_xdp_path_flow_put(struct flit_xdp_path *p, struct in_addr daddr, uint1
 		}
 }
 
-/* Put session in the filter with flags and named (again: updated). */
+/* Put session in the filter with flags, named and gen (again: updated). */
 static int filter_set(struct flit_xdp_path *p, uint32_t session, uint32_t flags,
-		      uint32_t named)
+		      uint32_t named, uint32_t gen)
 {
 	bool known = false;
 
 	if (!p->filter)
-		return -EOPNOTSUPP;
+		return flit_err(EOPNOTSUPP, "xdp: context.xdp.filter is off");
 	for (unsigned i = 0; i < p->nfiltered && !known; i++)
 		known = p->filtered[i] == session;
 	if (!known && p->nfiltered == MAX_FILTERED)
 		return flit_err(ENOSPC, "xdp: %u sessions filtered already", MAX_FILTERED);
-	int err = flit_xdp_session_set(&p->maps, session, flags, named);
+	int err = flit_xdp_session_set(&p->maps, session, flags, named, gen);
 	if (err)
 		return err;
 	if (!known)
@@ -301,19 +304,34 @@ static int filter_set(struct flit_xdp_path *p, uint32_t session, uint32_t flags,
 
 void flit_xdp_path_filter(struct flit_xdp_path *p, uint32_t session)
 {
-	if (p->filter && filter_set(p, session, FLIT_XDP_SESS_FILTER, 0))
+	if (p->filter && filter_set(p, session, FLIT_XDP_SESS_FILTER, 0, 0))
 		flit_debug("xdp: filtering session %08x: %s", session, flit_errmsg());
 }
 
-int flit_xdp_path_part(struct flit_xdp_path *p, uint32_t session, uint32_t named)
+int flit_xdp_path_part(struct flit_xdp_path *p, uint32_t session, uint32_t named,
+		       uint32_t gen)
 {
-	return filter_set(p, session, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT, named);
+	return filter_set(p, session, FLIT_XDP_SESS_FILTER | FLIT_XDP_SESS_REPORT, named, gen);
 }
 
 int flit_xdp_path_part_topic(struct flit_xdp_path *p, uint32_t session, uint32_t topic,
-			     bool wanted)
+			     bool steer)
 {
-	return flit_xdp_topic_set(&p->maps, session, topic, wanted);
+	if (!p->filter)
+		return flit_err(EOPNOTSUPP, "xdp: context.xdp.filter is off");
+	return flit_xdp_topic_set(&p->maps, session, topic, steer);
+}
+
+void flit_xdp_path_unpart(struct flit_xdp_path *p, uint32_t session)
+{
+	for (unsigned i = 0; i < p->nfiltered; i++)
+		if (p->filtered[i] == session) {
+			p->filtered[i] = p->filtered[--p->nfiltered];
+			break;
+		}
+	/* whatever was written (a parting that failed half way too) */
+	if (p->filter && flit_xdp_sessions_del(&p->maps, &session, 1))
+		flit_debug("xdp: %s", flit_errmsg());
 }
 
 int flit_xdp_path_reports(struct flit_xdp_path *p, flit_xdp_report_fn fn, void *arg)

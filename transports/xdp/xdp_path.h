@@ -49,21 +49,28 @@ void flit_xdp_path_unfilter_all(struct flit_xdp_path *p);
 
 /* A session received here that carries topics nobody here wants: its DATA
  * frames of no wanted topic are dropped in XDP ("parted"), and each drop is
- * told through flit_xdp_path_reports() (its sequence numbers were not
- * lost).  named: the topic indexes below it are known here (messages of
- * others are steered up: they may be wanted).  Called again: named
- * updated.  Wanted topics are given one by one, before a named that covers
- * them.  flit_xdp_path_unfilter() ends it.  -EOPNOTSUPP with
- * context.xdp.filter off; -E2BIG, -ENOSPC: the program's tables are full
- * (unfilter the session: user space filters it). */
-int flit_xdp_path_part(struct flit_xdp_path *p, uint32_t session, uint32_t named);
+ * told through flit_xdp_path_reports() with gen (its sequence numbers were
+ * not lost).  named: topic indexes at or above it are steered up (not known
+ * here: they may be wanted); below it, those given as steer are (wanted
+ * ones, and indexes not named here), the others dropped.  Called again:
+ * named and gen updated.  Topics are given one by one (steer, or not: the
+ * entry removed), before a named that covers them.  flit_xdp_path_unpart()
+ * ends it and removes whatever was written for the session.  -EOPNOTSUPP
+ * with context.xdp.filter off; -E2BIG, -ENOSPC: the program's tables are
+ * full (unpart it: user space filters it). */
+int flit_xdp_path_part(struct flit_xdp_path *p, uint32_t session, uint32_t named,
+		       uint32_t gen);
 int flit_xdp_path_part_topic(struct flit_xdp_path *p, uint32_t session, uint32_t topic,
-			     bool wanted);
+			     bool steer);
+void flit_xdp_path_unpart(struct flit_xdp_path *p, uint32_t session);
 /* Hand each record of the frames dropped for parted sessions since the last
  * call to fn: the number of records, or -errno.  Call it after taking a
- * batch from the sockets and before handling it: a frame steered after a
- * drop finds the drop told. */
-typedef void (*flit_xdp_report_fn)(void *arg, uint32_t session, uint64_t seq, uint32_t count);
+ * batch from the sockets and before handling it (a frame steered after a
+ * drop finds the drop told), and before unparting a session (its last
+ * drops are told).  The records of an earlier parting of the same session
+ * carry another gen. */
+typedef void (*flit_xdp_report_fn)(void *arg, uint32_t session, uint32_t gen, uint64_t seq,
+				   uint32_t count);
 int flit_xdp_path_reports(struct flit_xdp_path *p, flit_xdp_report_fn fn, void *arg);
 
 /* context.xdp.rx_timestamps = hardware and no stamps: why, the first that

@@ -1948,9 +1948,9 @@ int flit_xdp_xsk_clear(const struct flit_xdp_maps *m, uint32_t slot)
 /* ---- sessions and topics ---------------------------------------------------------------- */
 
 int flit_xdp_session_set(const struct flit_xdp_maps *m, uint32_t session,
-			 uint32_t flags, uint32_t named)
+			 uint32_t flags, uint32_t named, uint32_t gen)
 {
-	struct flit_xdp_session v = { .flags = flags, .named = named };
+	struct flit_xdp_session v = { .flags = flags, .named = named, .gen = gen };
 
 	if (flags & ~FLIT_XDP_SESS_KNOWN)
 		return flit_err(EINVAL, "%s: session 0x%08x: unknown flags 0x%x",

@@ -230,10 +230,11 @@ int flit_xdp_xsk_set(const struct flit_xdp_maps *m, uint32_t slot, int xsk_fd);
 int flit_xdp_xsk_clear(const struct flit_xdp_maps *m, uint32_t slot);
 
 /* topic filter: session known with filtering on (flags FLIT_XDP_SESS_*;
- * named: with FLIT_XDP_SESS_REPORT, topic indexes below it are known to
- * user space), and its wanted topic indexes */
+ * named, gen: with FLIT_XDP_SESS_REPORT, topic indexes below named are
+ * known to user space, and gen goes into the session's records), and its
+ * wanted topic indexes */
 int flit_xdp_session_set(const struct flit_xdp_maps *m, uint32_t session,
-			 uint32_t flags, uint32_t named);
+			 uint32_t flags, uint32_t named, uint32_t gen);
 /* removes the session and all its topics */
 int flit_xdp_session_del(const struct flit_xdp_maps *m, uint32_t session);
 /* removes the sessions and their topics (one pass over the topics table);
