@@ -103,6 +103,19 @@ static const uint8_t golden_info_page[96] = {
 	'3', '0', '1', 0x00, 0x00, 0x00, 0x00, 0x00,
 };
 
+static const uint8_t golden_info_ended_final[80] = {
+	0x46, 0x4c, 0x01, 0x05, 0x07, 0x00, 0x01, 0x00, /* INFO, PAGE|ENDED|FINAL, count 1 */
+	0x50, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, /* len 80, session */
+	0xe8, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* seq 1000 */
+	0xde, 0x5b, 0x3b, 0x93, 0x01, 0x00, 0xc0, 0x5d, /* domain, MCAST, 0, 24000 */
+	0xef, 0x01, 0x02, 0x03, 0xc0, 0xa8, 0x01, 0x0a, /* 239.1.2.3, 192.168.1.10 */
+	0xc1, 0x5d, 0x00, 0x00, 0x92, 0x10, 0x00, 0x00, /* 24001, 0, pid 4242 */
+	0x2c, 0x01, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x00, /* idx 300, EXACT, 0, len 11 */
+	'm', 'd', '.', 's', 'y', 'm', '0', '0',
+	'3', '0', '0', 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* final: 42 sent */
+};
+
 static const uint8_t golden_info_rdma_mc[72] = {
 	0x46, 0x4c, 0x01, 0x05, 0x00, 0x00, 0x01, 0x00, /* INFO, count 1 */
 	0x48, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, /* len 72, session */
@@ -203,6 +216,13 @@ static size_t enc_info_page(void *b, size_t cap)
 	struct flit_ctl_info i = g_info();
 	return flit_ctl_info_encode_flags(b, cap, FLIT_INFOF_PAGE, SESSION, 1000, &i, g_page, 2);
 }
+static size_t enc_info_ended_final(void *b, size_t cap)
+{
+	struct flit_ctl_info i = g_info();
+	const uint64_t final = 42;
+	return flit_ctl_info_encode_final(b, cap, FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL,
+					  SESSION, 1000, &i, g_page, 1, &final);
+}
 static const struct flit_ctl_name g_rdma_mc[1] = {
 	{ .idx = 0, .kind = FLIT_NAME_EXACT, .len = 9, .name = "md.eurusd" },
 };
@@ -248,6 +268,8 @@ static const struct golden goldens[] = {
 	{ "golden_info_page", golden_info_page, sizeof(golden_info_page), FLIT_FT_INFO, enc_info_page },
 	{ "golden_info_rdma_mc", golden_info_rdma_mc, sizeof(golden_info_rdma_mc), FLIT_FT_INFO,
 	  enc_info_rdma_mc },
+	{ "golden_info_ended_final", golden_info_ended_final, sizeof(golden_info_ended_final),
+	  FLIT_FT_INFO, enc_info_ended_final },
 	{ "golden_query", golden_query, sizeof(golden_query), FLIT_FT_QUERY, enc_query },
 	{ "golden_join", golden_join, sizeof(golden_join), FLIT_FT_JOIN, enc_join },
 	{ "golden_late", golden_late, sizeof(golden_late), FLIT_FT_LATE, enc_late },
@@ -1229,6 +1251,58 @@ static void join_encoder_refuses_unknown_flags(void **state)
 	REFUSED(flit_ctl_join_encode(rbuf, sizeof(rbuf), 1, 2, 0xffff));
 }
 
+/* FLIT_INFOF_FINAL: only with ENDED, a number per topic after the names */
+static void info_final_numbers_are_checked(void **state)
+{
+	uint8_t f[BUFSZ], buf[BUFSZ];
+	struct flit_frame_hdr h;
+	struct flit_ctl_info i = g_info();
+	const uint16_t fl = FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL;
+	const uint64_t final[2] = { 0, UINT64_MAX - 1 };
+	(void)state;
+
+	size_t n = flit_ctl_info_encode_final(f, sizeof(f), fl, SESSION, 7, &i, g_page, 2, final);
+	assert_int_equal(n, 96 + 16);
+	check_ok(f, n, &h);
+	assert_int_equal(h.flags, fl);
+	assert_int_equal(flit_ctl_info_final(f, &h, 0), 0);
+	assert_int_equal(flit_ctl_info_final(f, &h, 1), UINT64_MAX - 1);
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+	flit_ctl_names_init(&it, f, &h);
+	assert_true(flit_ctl_names_next(&it, &nm) && nm.idx == 300);
+	assert_true(flit_ctl_names_next(&it, &nm) && nm.idx == 301);
+	assert_false(flit_ctl_names_next(&it, &nm));
+	/* ENDED alone takes them too */
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), FLIT_INFOF_ENDED | FLIT_INFOF_FINAL,
+						    SESSION, 7, &i, g_page, 2, final), 112);
+	check_ok(f, 112, &h);
+	/* the encoders: FINAL with its numbers, only with ENDED */
+	assert_int_equal(flit_ctl_info_encode_flags(f, sizeof(f), fl, SESSION, 7, &i, g_page, 2), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), fl, SESSION, 7, &i, g_page, 2, NULL), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), FLIT_INFOF_PAGE, SESSION, 7, &i,
+						    g_page, 2, final), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), FLIT_INFOF_PAGE | FLIT_INFOF_FINAL,
+						    SESSION, 7, &i, g_page, 2, final), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, 111, fl, SESSION, 7, &i, g_page, 2, final), 0);
+
+	/* the check: FINAL without ENDED, without its numbers, or its
+	 * numbers taken for a name */
+	memcpy(buf, golden_info_ended_final, sizeof(golden_info_ended_final));
+	flit_st16(buf + OFF_FLAGS, FLIT_INFOF_PAGE | FLIT_INFOF_FINAL);
+	expect_err(buf, sizeof(golden_info_ended_final), FLIT_FE_FLAGS);
+	flit_st16(buf + OFF_FLAGS, FLIT_INFOF_PAGE | FLIT_INFOF_ENDED);
+	expect_err(buf, sizeof(golden_info_ended_final), FLIT_FE_COUNT);
+	memcpy(buf, golden_info_ended_final, sizeof(golden_info_ended_final));
+	flit_st32(buf + 8, 72);   /* len: the numbers cut off (the name then runs past) */
+	expect_err(buf, 72, FLIT_FE_MSG_LEN);
+	flit_st32(buf + 8, 48);   /* room for neither */
+	expect_err(buf, 48, FLIT_FE_COUNT);
+	memcpy(buf, golden_info_page, sizeof(golden_info_page));
+	flit_st16(buf + OFF_FLAGS, FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL);
+	expect_err(buf, sizeof(golden_info_page), FLIT_FE_MSG_LEN);  /* no numbers: names run past */
+}
+
 static void info_encoder_refuses_unknown_mode(void **state)
 {
 	struct flit_ctl_info i = g_info();
@@ -1445,6 +1519,9 @@ static void check_rejects_unknown_flags(void **state)
 
 	for (size_t i = 0; i < N_GOLDEN; i++) {
 		const struct golden *g = &goldens[i];
+		/* FINAL changes the body (info_final_numbers_are_checked) */
+		if (g->type == FLIT_FT_INFO && (flit_ld16(g->bytes + OFF_FLAGS) & FLIT_INFOF_FINAL))
+			continue;
 		for (int bit = 0; bit < 16; bit++) {
 			uint16_t f = (uint16_t)(1u << bit);
 			put_golden(buf, g);
@@ -1984,14 +2061,21 @@ static void check_survives_random_corruption(void **state)
 			struct flit_ctl_name_iter it;
 			struct flit_ctl_name nm;
 			unsigned n = 0;
+			/* INFO with FINAL: the numbers after the names */
+			size_t nums = h.type == FLIT_FT_INFO && (h.flags & FLIT_INFOF_FINAL) ?
+				      (size_t)h.count * 8 : 0;
 			flit_ctl_names_init(&it, p, &h);
 			while (flit_ctl_names_next(&it, &nm)) {
 				assert_true(nm.len >= 1 && nm.len <= 255);
-				assert_true((const uint8_t *)nm.name + nm.len <= p + h.len);
+				assert_true((const uint8_t *)nm.name + nm.len <= p + h.len - nums);
 				n++;
 			}
 			assert_int_equal(n, h.count);
-			assert_ptr_equal(it.p, p + h.len);
+			assert_ptr_equal(it.p, p + h.len - nums);
+			volatile uint64_t sum = 0;
+			for (unsigned i = 0; nums && i < h.count; i++)
+				sum += flit_ctl_info_final(p, &h, i);
+			(void)sum;
 		}
 	}
 	guard_unmap(&g);
@@ -2023,6 +2107,7 @@ int main(void)
 		cmocka_unit_test(info_encoder_takes_page_and_ended_and_refuses_other_flags),
 		cmocka_unit_test(late_is_checked),
 		cmocka_unit_test(info_encoder_refuses_unknown_mode),
+		cmocka_unit_test(info_final_numbers_are_checked),
 		cmocka_unit_test(name_encoders_refuse_bad_names),
 		cmocka_unit_test(check_accepts_golden_frames_with_bytes_after_them),
 		cmocka_unit_test(check_rejects_truncated_frames_of_every_type),

@@ -4,10 +4,12 @@
 # 1. Crafted frames (a pcap written here, no privileges needed): the golden
 #    frames of docs/PROTOCOL.md (DATA with and without timestamps and with
 #    topic sequence numbers, HB, NAK,
-#    NCF, INFO, QUERY, JOIN, LATE, JOIN with FLIT_JF_LATE) decode to the values the page gives, found by the
+#    NCF, INFO, QUERY, JOIN, LATE, JOIN with FLIT_JF_LATE, INFO of an ended
+#    topic with its final number) decode to the values the page gives, found by the
 #    heuristic on any port; corrupt and truncated frames (short header, count
 #    too large, len past the datagram, a payload past the frame, unknown flags,
-#    a frame with topic numbers read without its flag,
+#    a frame with topic numbers read without its flag, FINAL without ENDED,
+#    FINAL without its numbers,
 #    odd len, a non-zero reserved byte, a control byte in a name, an empty NAK
 #    range, a trail after seq, 5 bytes) are flagged flit.malformed, each, and
 #    no golden frame is; no Lua error anywhere; version 2 is left to UDP unless
@@ -104,6 +106,9 @@ good = [
     ('data_tseq', hx('464c 0101 0400 0200 4800 0000 4d3c 2b1a e803 0000 0000 0000 0700 0000 0500 0000'
                      '0c00 0000 0000 0000 6865 6c6c 6f00 0000 0800 0000 0100 0000 0300 0000 0000 0000'
                      '2100 0000 0000 0000')),
+    ('info_ended_final', hx('464c0105 0700 0100 50000000 4d3c2b1a e803000000000000 de5b3b93 01 00 c05d ef010203'
+                            'c0a8010a c15d 0000 92100000 2c010000 00 00 0b00 6d642e73796d3030 3330300000000000'
+                            '2a00000000000000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -123,7 +128,10 @@ bad = [
     ('five_bytes', d[:5]),
     ('late_trail_after_seq', g['late'][:24] + struct.pack('<Q', 5000) + g['late'][32:]),
     ('join_leave_and_late', g['join'][:4] + b'\x03\x00' + g['join'][6:]),
-    ('info_unknown_flag', g['info'][:4] + b'\x04\x00' + g['info'][6:]),
+    ('info_unknown_flag', g['info'][:4] + b'\x08\x00' + g['info'][6:]),
+    ('info_final_without_ended', g['info_ended_final'][:4] + b'\x05\x00' + g['info_ended_final'][6:]),
+    ('info_final_numbers_missing', g['info_page'][:4] + b'\x07\x00' + g['info_page'][6:]),
+    ('info_final_count_too_large', g['info_ended_final'][:6] + b'\x02\x00' + g['info_ended_final'][8:]),
     ('info_mode_5', g['info'][:28] + b'\x05' + g['info'][29:]),
 ]
 other = [('version2', d[:2] + b'\x02' + d[3:])]     # to port 14401: decoded with a warning
@@ -189,6 +197,8 @@ check_fields 11 "-e flit.type -e flit.flags.page -e flit.flags.ended -e flit.nam
 	"5|1|0|300,301|md.sym00300,md.sym00301" "INFO page of a shared session"
 check_fields 13 "-e flit.flags.ts -e flit.flags.tseq -e flit.len -e flit.msg.seq -e flit.msg.tseq -e flit.msg.topic -e flit.msg.payload" \
 	"0|1|72|1000,1001|12,3|7,8|68656c6c6f,21" "DATA of a session of several topics: topic sequence numbers"
+check_fields 14 "-e flit.flags.page -e flit.flags.ended -e flit.flags.final -e flit.name.idx -e flit.name.text -e flit.name.final" \
+	"1|1|1|300|md.sym00300|42" "INFO of an ended topic with its final number"
 # the malformed reasons are named
 ts -r "$tmp/crafted.pcap" -Y flit.malformed -T fields -e _ws.expert.message >"$tmp/reasons.txt"
 for r in FLIT_FE_SHORT FLIT_FE_COUNT FLIT_FE_LEN FLIT_FE_MSG_LEN FLIT_FE_FLAGS FLIT_FE_MSG_FLAGS; do

@@ -17,6 +17,10 @@
  *   - a session of one topic keeps telling loss per session;
  *   - BOS of a session of several topics says the topic's number (0 for
  *     one whose messages have not begun), not the session's;
+ *   - a topic that ended with more messages than came (INFO ENDED with its
+ *     final number) has the rest told lost before its EOS, in its numbers;
+ *     none of them if it came whole; nothing where its numbers are not
+ *     known;
  *   - messages dropped before the core (the XDP program's topic filter,
  *     flit_rx_session_skip) are counted filtered, not lost, and a topic
  *     subscribed after such a drop learns its number from its next
@@ -283,6 +287,45 @@ static void skipped_messages_are_filtered_not_lost_and_hide_no_topic_s_start(voi
 	flit_sub_close(sc);
 }
 
+static void an_ended_topic_s_last_lost_messages_are_told_before_its_eos(void **state)
+{
+	(void)state;
+	struct flit_rx_session *rs = session(0);
+	const uint32_t t1[2] = { 0, 1 };
+	const uint64_t q1[2] = { 0, 0 };
+	assert_int_equal(feed(rs, 0, 2, t1, q1), 2);
+	/* t.a sent 5 (numbers 0 .. 4): 1 .. 4 never came */
+	assert_int_equal(flit_rx_session_topic_end(rs, 0, 0, 5), 2);
+	expect(&ra, 2, FLIT_MSG_LOSS, 1, 4);
+	expect(&ra, 3, FLIT_MSG_EOS, 5, 0);
+	/* t.b came whole: EOS alone */
+	assert_int_equal(flit_rx_session_topic_end(rs, 1, 0, 1), 1);
+	expect(&rb, 2, FLIT_MSG_EOS, 1, 0);
+	assert_int_equal(rb.n, 3);
+	flit_rx_session_end(rs, 0);
+}
+
+static void an_ended_topic_whose_numbers_are_not_known_ends_without_loss(void **state)
+{
+	(void)state;
+	/* joined later: t.a's numbers never seen */
+	struct flit_rx_session *rs = session(1000);
+	assert_int_equal(flit_rx_session_topic_end(rs, 0, 0, 700), 1);
+	expect(&ra, 1, FLIT_MSG_EOS, 0, 0);
+	/* from the session's first message, none of t.b's came: all lost */
+	flit_rx_session_end(rs, 0);
+	rs = session(0);
+	unsigned n0 = rb.n;
+	assert_int_equal(flit_rx_session_topic_end(rs, 1, 0, 3), 2);
+	expect(&rb, n0, FLIT_MSG_LOSS, 0, 3);
+	expect(&rb, n0 + 1, FLIT_MSG_EOS, 3, 0);
+	/* final not known (an older source): EOS alone */
+	unsigned a0 = ra.n;
+	assert_int_equal(flit_rx_session_topic_end(rs, 0, 0, UINT64_MAX), 1);
+	expect(&ra, a0, FLIT_MSG_EOS, 0, 0);
+	flit_rx_session_end(rs, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +339,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(frames_of_the_one_topic_time_go_on_into_topic_numbers,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(skipped_messages_are_filtered_not_lost_and_hide_no_topic_s_start,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(an_ended_topic_s_last_lost_messages_are_told_before_its_eos,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(an_ended_topic_whose_numbers_are_not_known_ends_without_loss,
 						setup, teardown),
 	};
 	return cmocka_run_group_tests_name("rx_topics", tests, NULL, NULL);

@@ -556,6 +556,29 @@ static void unrepaired_loss_is_told_per_topic_in_its_numbers(void **state)
 	assert_int_equal(r.order_errors + r.bad + r.seq_errors, 0);
 }
 
+/* The same loss, and topic 0 closes after 1,500 rounds while the others go
+ * on: its subscriber is told every number up to its last, its last ones too
+ * (INFO ENDED carries how many it sent), then EOS. */
+static void an_ended_topic_s_loss_is_told_up_to_its_last_message(void **state)
+{
+	(void)state;
+	struct mpub pa = { .prefix = "se", .src_cfg = SHARED "\nudp.retain_ms = 1", .ntopics = 3,
+			   .rounds = 3000, .gap_us = 300, .close_first_after = 1500,
+			   .want_receivers = 1 };
+	struct msub subs[1] = { { .prefix = "se", .rounds = { 1500, 2900, 2900 } } };
+	const int hosts[1] = { 3 };
+	const char *const topics[1] = { "se.*" };
+	struct msub_result r;
+
+	mrun(&pa, 1, hosts, topics, subs, "context.udp.impair = loss=5%,seed=11\n", &r, 30000);
+	show("pattern se.*, 5% loss, 1 ms retained, se.0 closed", &r, 3);
+	assert_true(r.ok);
+	assert_int_equal(r.eos[0], 1);
+	assert_int_equal(r.next[0], 1500);
+	assert_int_equal(r.got[0] + r.lost[0], 1500);
+	assert_int_equal(r.order_errors + r.bad + r.seq_errors, 0);
+}
+
 /* A publisher of a shared session (the default) sending from another thread
  * while its session is claimed. */
 struct other_send { flit_pub *p; volatile int done; int rc; };
@@ -1029,6 +1052,7 @@ int main(void)
 		cmocka_unit_test(closing_one_publisher_ends_its_topic_alone),
 		cmocka_unit_test(loss_5pct_is_repaired_across_the_topics_of_a_session),
 		cmocka_unit_test(unrepaired_loss_is_told_per_topic_in_its_numbers),
+		cmocka_unit_test(an_ended_topic_s_loss_is_told_up_to_its_last_message),
 		cmocka_unit_test(a_subscriber_of_one_topic_among_40_gets_it_alone),
 		cmocka_unit_test(a_subscriber_of_one_topic_among_40_has_its_loss_repaired),
 		cmocka_unit_test(a_quiet_topic_of_a_busy_session_lives_on),

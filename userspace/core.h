@@ -168,7 +168,11 @@ void flit_rx_session_late_join(struct flit_rx_session *rs, uint64_t from,
 int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags);
 /* One topic of the session ended (a shared session goes on): EOS (flags as
  * above) to its subscribers, the index forgotten.  Returns the events. */
-int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags);
+/* Topic idx ended: EOS to its subscribers.  final: how many messages it
+ * sent (its next number), UINT64_MAX when not known; those of its last
+ * (or, known from 0, first) that never came are told lost before. */
+int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags,
+			      uint64_t final);
 /* Messages [first, first + n) of the session are lost: counted, and told
  * to every subscriber of its topics, unless its frames carry topic numbers
  * (rs->tseq): then each topic's next message tells its own loss. */

@@ -92,7 +92,7 @@ static inline unsigned known_flags(uint8_t type)
 	case FLIT_FT_JOIN:
 		return FLIT_JF_LEAVE | FLIT_JF_LATE;
 	case FLIT_FT_INFO:
-		return FLIT_INFOF_PAGE | FLIT_INFOF_ENDED;
+		return FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL;
 	default:
 		return 0;
 	}
@@ -192,6 +192,17 @@ enum flit_frame_err flit_ctl_check(const void *buf, size_t buflen,
 		if (!mode_ok(p[INFO_MODE]) || p[INFO_RSVD8] != 0 ||
 		    flit_ld16(p + INFO_RSVD16) != 0)
 			return FLIT_FE_MSG_FLAGS;
+		/* FINAL: only of ENDED topics; their numbers after the
+		 * names, which end that much before len */
+		if ((h->flags & FLIT_INFOF_FINAL) && !(h->flags & FLIT_INFOF_ENDED))
+			return FLIT_FE_FLAGS;
+		if (h->flags & FLIT_INFOF_FINAL) {
+			size_t nums = (size_t)h->count * 8;
+			if (h->len - CTL_BODY - CTL_INFO_FIXED < nums)
+				return FLIT_FE_COUNT;
+			return check_names(p, h->len - (uint32_t)nums, CTL_BODY + CTL_INFO_FIXED,
+					   h->count, false);
+		}
 		return check_names(p, h->len, CTL_BODY + CTL_INFO_FIXED,
 				   h->count, false);
 	case FLIT_FT_QUERY:
@@ -321,15 +332,27 @@ size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_
 				  uint64_t next, const struct flit_ctl_info *info,
 				  const struct flit_ctl_name *topics, unsigned n)
 {
+	if (flags & FLIT_INFOF_FINAL)
+		return 0;  /* flit_ctl_info_encode_final() */
+	return flit_ctl_info_encode_final(buf, cap, flags, session, next, info, topics, n, NULL);
+}
+
+size_t flit_ctl_info_encode_final(void *buf, size_t cap, uint16_t flags, uint32_t session,
+				  uint64_t next, const struct flit_ctl_info *info,
+				  const struct flit_ctl_name *topics, unsigned n,
+				  const uint64_t *final)
+{
 	uint8_t *p = (uint8_t *)buf;
 
 	if (!info || !mode_ok(info->mode) || n > UINT16_MAX || (n && !topics) ||
-	    (flags & ~known_flags(FLIT_FT_INFO)))
+	    (flags & ~known_flags(FLIT_FT_INFO)) || !(flags & FLIT_INFOF_FINAL) != !final ||
+	    ((flags & FLIT_INFOF_FINAL) && !(flags & FLIT_INFOF_ENDED)))
 		return 0;
 	size_t names = names_wire_len(topics, n, false);
 	if (n && !names)
 		return 0;
-	size_t need = CTL_BODY + CTL_INFO_FIXED + names;
+	size_t nums = final ? (size_t)n * 8 : 0;
+	size_t need = CTL_BODY + CTL_INFO_FIXED + names + nums;
 	if (need > cap || need > FLIT_FRAME_LEN_MAX)
 		return 0;
 	put_hdr(p, FLIT_FT_INFO, flags, (uint16_t)n, (uint32_t)need, session, next);
@@ -343,7 +366,15 @@ size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_
 	flit_st16(p + INFO_RSVD16, 0);
 	flit_st32(p + INFO_PID, info->pid);
 	put_names(p + CTL_BODY + CTL_INFO_FIXED, topics, n);
+	for (size_t i = 0; final && i < n; i++)
+		flit_st64(p + CTL_BODY + CTL_INFO_FIXED + names + i * 8, final[i]);
 	return need;
+}
+
+uint64_t flit_ctl_info_final(const void *frame, const struct flit_frame_hdr *h, unsigned i)
+{
+	const uint8_t *p = (const uint8_t *)frame;
+	return flit_ld64(p + h->len - (size_t)(h->count - i) * 8);
 }
 
 size_t flit_ctl_query_encode(void *buf, size_t cap, uint32_t session,

@@ -32,6 +32,9 @@
 #define FLIT_INFOF_ENDED 0x0002u /* the topics listed ended (their publishers
 				  * closed): their subscribers get EOS; the
 				  * session goes on */
+#define FLIT_INFOF_FINAL 0x0004u /* with ENDED: after the names, one 8-byte
+				  * number per topic, the number its next
+				  * message would have had (how many it sent) */
 
 /* JOIN flags */
 #define FLIT_JF_LEAVE 0x0001u
@@ -131,6 +134,12 @@ size_t flit_ctl_info_encode(void *buf, size_t cap, uint32_t session,
 size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_t session,
 				  uint64_t next, const struct flit_ctl_info *info,
 				  const struct flit_ctl_name *topics, unsigned n);
+/* INFO with FLIT_INFOF_FINAL among flags (and ENDED): final[i] is topic
+ * i's number of its next message (how many it sent). */
+size_t flit_ctl_info_encode_final(void *buf, size_t cap, uint16_t flags, uint32_t session,
+				  uint64_t next, const struct flit_ctl_info *info,
+				  const struct flit_ctl_name *topics, unsigned n,
+				  const uint64_t *final);
 /* QUERY: session 0 asks by names; session != 0 asks "who is this session"
  * (n may then be 0). */
 size_t flit_ctl_query_encode(void *buf, size_t cap, uint32_t session,
@@ -152,6 +161,8 @@ void flit_ctl_range(const void *frame, unsigned i, struct flit_seq_range *r);
 void flit_ctl_info_get(const void *frame, struct flit_ctl_info *info);
 /* LATE body. */
 void flit_ctl_late_get(const void *frame, struct flit_ctl_late *late);
+/* INFO with FLIT_INFOF_FINAL: topic i's (i < h->count) final number. */
+uint64_t flit_ctl_info_final(const void *frame, const struct flit_frame_hdr *h, unsigned i);
 /* QUERY/JOIN domain id. */
 uint32_t flit_ctl_domain(const void *frame);
 

@@ -829,13 +829,28 @@ int flit_rx_session_end(struct flit_rx_session *rs, uint32_t flags)
 	return events;
 }
 
-int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags)
+int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t flags,
+			      uint64_t final)
 {
 	int events = 0;
 
 	if (idx >= rs->ntopics || !rs->topics[idx].name)
 		return 0;
 	struct flit_rx_topic *t = &rs->topics[idx];
+	/* how many it sent, known: the last ones that never came are its
+	 * loss, told before its end (the first ones, if none came and its
+	 * numbers are known from 0) */
+	if (final != UINT64_MAX && t->nsubs) {
+		bool known = t->tseq_known || (rs->origin0 && !rs->skipped && !t->seen);
+		uint64_t next = t->tseq_known ? t->next_tseq : 0;
+		if (known && final > next) {
+			for (unsigned j = 0; j < t->nsubs; j++, events++)
+				deliver_event(rs, t->subs[j], t->name, FLIT_MSG_LOSS, 0, next,
+					      final - next);
+			t->next_tseq = final;
+			t->tseq_known = true;
+		}
+	}
 	for (unsigned j = 0; j < t->nsubs; j++, events++)
 		deliver_event(rs, t->subs[j], t->name, FLIT_MSG_EOS, flags, topic_seq(rs, t), 0);
 	free(t->subs);

@@ -44,6 +44,7 @@
 /* Decoded entries of one frame (count is a u16). */
 static struct flit_seq_range ranges[65536];
 static struct flit_ctl_name names[65536];
+static uint64_t finals[65536];
 
 static volatile uint64_t sink;
 
@@ -65,7 +66,10 @@ static unsigned walk_names(const uint8_t *buf, const struct flit_frame_hdr *h)
 {
 	struct flit_ctl_name_iter it;
 	struct flit_ctl_name nm;
-	const uint8_t *end = buf + h->len;
+	/* INFO with FINAL: its numbers after the names */
+	const size_t nums = h->type == FLIT_FT_INFO && (h->flags & FLIT_INFOF_FINAL) ?
+			    (size_t)h->count * 8 : 0;
+	const uint8_t *end = buf + h->len - nums;
 	size_t off = h->type == FLIT_FT_INFO ? 48 : 32;
 	unsigned n = 0;
 	uint64_t sum = 0;
@@ -92,10 +96,14 @@ static unsigned walk_names(const uint8_t *buf, const struct flit_frame_hdr *h)
 		names[n++] = nm;
 		off += 8 + flit_align8(nm.len);
 	}
-	sink += sum;
 	CHECK(n == h->count);
-	CHECK(off == h->len);
+	CHECK(off == h->len - nums);
 	CHECK(it.p == end);
+	for (unsigned i = 0; nums && i < n; i++) {
+		finals[i] = flit_ctl_info_final(buf, h, i);
+		sum += finals[i];
+	}
+	sink += sum;
 	return n;
 }
 
@@ -115,8 +123,9 @@ static size_t reencode(uint8_t *out, size_t cap, const uint8_t *buf,
 					      h->seq, ranges, n);
 	case FLIT_FT_INFO:
 		flit_ctl_info_get(buf, &info);
-		return flit_ctl_info_encode_flags(out, cap, h->flags, h->session_id, h->seq,
-						  &info, names, n);
+		return flit_ctl_info_encode_final(out, cap, h->flags, h->session_id, h->seq,
+						  &info, names, n,
+						  (h->flags & FLIT_INFOF_FINAL) ? finals : NULL);
 	case FLIT_FT_QUERY:
 		return flit_ctl_query_encode(out, cap, h->session_id,
 					     flit_ctl_domain(buf), names, n);
@@ -143,7 +152,9 @@ static void check_accepted(uint8_t *buf, size_t size,
 	CHECK(h->flags == 0 ||
 	      (h->type == FLIT_FT_JOIN && (h->flags == FLIT_JF_LEAVE || h->flags == FLIT_JF_LATE)) ||
 	      (h->type == FLIT_FT_HB && h->flags == FLIT_HBF_END) ||
-	      (h->type == FLIT_FT_INFO && !(h->flags & ~(FLIT_INFOF_PAGE | FLIT_INFOF_ENDED))));
+	      (h->type == FLIT_FT_INFO &&
+	       !(h->flags & ~(FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL)) &&
+	       (!(h->flags & FLIT_INFOF_FINAL) || (h->flags & FLIT_INFOF_ENDED))));
 	CHECK(h->len >= FLIT_FRAME_HDR_LEN && h->len <= size && !(h->len & 7));
 
 	/* The frame alone (without the bytes after it) is the same frame. */

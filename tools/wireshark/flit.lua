@@ -53,6 +53,7 @@ local F = {
 	flag_late  = ProtoField.bool("flit.flags.late", "Late join: answer with LATE", 16, nil, 0x0002),
 	flag_page  = ProtoField.bool("flit.flags.page", "A page of a shared session's topics (FLIT_INFOF_PAGE)", 16, nil, 0x0001),
 	flag_ended = ProtoField.bool("flit.flags.ended", "The topics listed ended (FLIT_INFOF_ENDED)", 16, nil, 0x0002),
+	flag_final = ProtoField.bool("flit.flags.final", "Each ended topic's message count follows (FLIT_INFOF_FINAL)", 16, nil, 0x0004),
 	count      = ProtoField.uint16("flit.count", "Count", base.DEC),
 	len        = ProtoField.uint32("flit.len", "Frame length", base.DEC),
 	session    = ProtoField.uint32("flit.session", "Session", base.HEX),
@@ -98,6 +99,7 @@ local F = {
 	n_res      = ProtoField.uint8("flit.name.reserved", "Reserved", base.HEX),
 	n_len      = ProtoField.uint16("flit.name.len", "Length", base.DEC),
 	n_text     = ProtoField.string("flit.name.text", "Name"),
+	n_final    = ProtoField.uint64("flit.name.final", "Messages sent (its next number)", base.DEC),
 }
 local field_list = {}
 for _, f in pairs(F) do field_list[#field_list + 1] = f end
@@ -383,14 +385,26 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 		check_zero(tvb, tree, 42, 2, "reserved bytes 42 ... 43")
 		tree:add_le(F.pid, tvb(44, 4))
 		local names = {}
-		name_walk(tvb, tree, 48, flen, count, 5, session, names)
+		-- FINAL: one 8-byte count per topic after the names
+		local final = math.floor(flags / 4) % 2 == 1
+		local nend = final and flen - 8 * count or flen
+		if final and math.floor(flags / 2) % 2 == 0 then
+			bad(tree, "FLIT_INFOF_FINAL without FLIT_INFOF_ENDED (FLIT_FE_FLAGS)")
+		elseif nend < 48 then
+			bad(tree, "no room for %d final numbers (FLIT_FE_COUNT)", count)
+		elseif name_walk(tvb, tree, 48, nend, count, 5, session, names) and final then
+			for i = 0, count - 1 do
+				local it = tree:add_le(F.n_final, tvb(nend + 8 * i, 8))
+				it:prepend_text(string.format("%s: ", names[i + 1] or "?"))
+			end
+		end
 		local where = mode == 1 and string.format("%s:%d", tostring(tvb(32, 4):ipv4()), tvb(30, 2):le_uint())
 			or mode == 3 and string.format("rdma %s:%d", tvb(32, 4):uint() == 0 and "(sender)"
 				or tostring(tvb(32, 4):ipv4()), tvb(30, 2):le_uint())
 			or "unicast"
 		pinfo.cols.info:set(string.format("INFO%s session 0x%08x %s next %s topics%s: %s",
 			flags % 2 == 1 and " (page)" or "", session, where, tostring(seq),
-			flags >= 2 and " ended" or "", table.concat(names, ", ")))
+			math.floor(flags / 2) % 2 == 1 and " ended" or "", table.concat(names, ", ")))
 	elseif ftype == 6 then      -- QUERY
 		if flen < 32 then
 			bad(tree, "QUERY shorter than 32 bytes (FLIT_FE_COUNT)")
@@ -489,7 +503,8 @@ local function dissect_frame(tvb, pinfo, root)
 	elseif ftype == 5 then
 		fit:add_le(F.flag_page, tvb(4, 2))
 		fit:add_le(F.flag_ended, tvb(4, 2))
-		allowed = 3
+		fit:add_le(F.flag_final, tvb(4, 2))
+		allowed = 7
 	elseif ftype == 7 then
 		fit:add_le(F.flag_leave, tvb(4, 2))
 		fit:add_le(F.flag_late, tvb(4, 2))

@@ -342,13 +342,13 @@ static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_n
 }
 
 /* Topic idx of s ended: its subscribers get EOS. */
-static void sess_topic_end_now(struct rsess *s, uint32_t idx)
+static void sess_topic_end_now(struct rsess *s, uint32_t idx, uint64_t final)
 {
 	int at = sess_topic_find(s, idx);
 	if (at < 0)
 		return;
 	if (s->core)
-		flit_rx_session_topic_end(s->core, idx, 0);
+		flit_rx_session_topic_end(s->core, idx, 0, final);
 	free(s->tname[at]);
 	s->ntopics--;
 	s->pos[idx] = 0;
@@ -362,18 +362,19 @@ static void sess_topic_end_now(struct rsess *s, uint32_t idx)
 /* Topic idx of s ended (INFO ENDED) after the messages before `seq` (the
  * source's next when it ended): EOS once they are delivered (or reported
  * lost), not before a repair still on its way. */
-static void sess_topic_ended(struct rsess *s, uint32_t idx, uint64_t seq)
+static void sess_topic_ended(struct rsess *s, uint32_t idx, uint64_t seq, uint64_t final)
 {
 	if (sess_topic_find(s, idx) < 0)
 		return;
 	if (!s->core || !s->core->started || s->core->next_seq >= seq || s->npend_end == 16) {
-		sess_topic_end_now(s, idx);
+		sess_topic_end_now(s, idx, final);
 		return;
 	}
 	for (unsigned i = 0; i < s->npend_end; i++)
 		if (s->pend_end[i].idx == idx)
 			return;
 	s->pend_end[s->npend_end].idx = idx;
+	s->pend_end[s->npend_end].final = final;
 	s->pend_end[s->npend_end++].seq = seq;
 }
 
@@ -382,7 +383,7 @@ void dg_sess_pending_ends(struct rsess *s)
 {
 	for (unsigned i = 0; i < s->npend_end;)
 		if (!s->core || s->core->next_seq >= s->pend_end[i].seq) {
-			sess_topic_end_now(s, s->pend_end[i].idx);
+			sess_topic_end_now(s, s->pend_end[i].idx, s->pend_end[i].final);
 			s->pend_end[i] = s->pend_end[--s->npend_end];
 		} else {
 			i++;
@@ -547,9 +548,11 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	if (h->flags & FLIT_INFOF_ENDED) {
 		/* topics of a shared session ended: EOS to their subscribers */
 		if (s) {
+			unsigned i = 0;
 			flit_ctl_names_init(&it, f, h);
-			while (flit_ctl_names_next(&it, &nm))
-				sess_topic_ended(s, nm.idx, h->seq);
+			for (; flit_ctl_names_next(&it, &nm); i++)
+				sess_topic_ended(s, nm.idx, h->seq, (h->flags & FLIT_INFOF_FINAL) ?
+						 flit_ctl_info_final(f, h, i) : UINT64_MAX);
 		}
 		return 0;
 	}

@@ -69,8 +69,8 @@ static bool page_add(struct page *p, const struct utopic *u)
 	return true;
 }
 
-static size_t page_encode(struct usess *s, const struct page *p, void *buf, size_t cap,
-			  uint16_t flags)
+static size_t page_encode_final(struct usess *s, const struct page *p, void *buf, size_t cap,
+				uint16_t flags, const uint64_t *final)
 {
 	struct flit_tp *tp = s->tp;
 	struct flit_ctl_info in = {
@@ -82,8 +82,14 @@ static size_t page_encode(struct usess *s, const struct page *p, void *buf, size
 		.ctl_port = ntohs(s->self.sin_port),
 		.pid = (uint32_t)getpid(),
 	};
-	return p->n ? flit_ctl_info_encode_flags(buf, cap, flags, s->session, flit_rel_tx_next(s->rel),
-						 &in, p->t, p->n) : 0;
+	return p->n ? flit_ctl_info_encode_final(buf, cap, flags, s->session, flit_rel_tx_next(s->rel),
+						 &in, p->t, p->n, final) : 0;
+}
+
+static size_t page_encode(struct usess *s, const struct page *p, void *buf, size_t cap,
+			  uint16_t flags)
+{
+	return page_encode_final(s, p, buf, cap, flags, NULL);
 }
 
 /* An INFO of the session's topics from index *from on (those a QUERY q
@@ -154,9 +160,12 @@ void dg_src_topic_ended(struct usess *s, const struct utopic *t)
 
 	if (s->nann)
 		dg_src_announce(s);
-	page_init(&p, s, sizeof(s->ctl));
+	page_init(&p, s, sizeof(s->ctl) - 8);
 	page_add(&p, t);
-	size_t l = page_encode(s, &p, s->ctl, sizeof(s->ctl), FLIT_INFOF_PAGE | FLIT_INFOF_ENDED);
+	/* with how many it sent: a receiver tells the loss of its last ones */
+	uint64_t final = __atomic_load_n(&t->next_tseq, __ATOMIC_RELAXED);
+	size_t l = page_encode_final(s, &p, s->ctl, sizeof(s->ctl), FLIT_INFOF_PAGE |
+				     FLIT_INFOF_ENDED | FLIT_INFOF_FINAL, &final);
 	/* twice, as the HB that ends a session: one loss is common */
 	dg_src_raw(s, s->ctl, l);
 	dg_src_raw(s, s->ctl, l);

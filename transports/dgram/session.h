@@ -157,7 +157,7 @@ struct rsess {                  /* a remote source's session */
 	unsigned ntopics, captopics; /* the topics INFO named: index, name */
 	/* topics of a shared session that ended (INFO ENDED) with messages
 	 * still to deliver: each ends once the session's data reaches seq */
-	struct { uint32_t idx; uint64_t seq; } pend_end[16];
+	struct { uint32_t idx; uint64_t seq, final; } pend_end[16];
 	unsigned npend_end;
 	uint32_t *tidx;
 	char **tname;
