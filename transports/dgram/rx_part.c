@@ -174,7 +174,11 @@ int dg_part_reports(struct flit_tp *tp, uint64_t now)
 	 * the records after it are read by the call under way) */
 	if (tp->in_reports)
 		return 0;
-	/* with nothing parted, what is there is stale: read (thrown away) */
+	/* nothing parted: what is there is stale (another parting's gen); a
+	 * session parted later reads it then, and the receive path pays
+	 * nothing for the ring meanwhile */
+	if (!tp->nparted)
+		return 0;
 	tp->in_reports = true;
 	tp->part_ev = 0;
 	tp->part_now = now;
