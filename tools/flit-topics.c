@@ -74,7 +74,7 @@ struct options {
 	const char *transport, *prefix, *pattern, *session;
 	bool sub, send, json;
 	uint64_t n, rounds, want_msgs;
-	char ifname[IF_NAMESIZE];  /* context.udp.interface of -C (xdp counters) */
+	char ifname[IF_NAMESIZE];  /* context.udp.interface (the xdp counters) */
 	double idle_s, linger_s, timeout_s;
 	struct tool_config config;
 	int verbose;
@@ -425,26 +425,6 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 
 /* ---- main ------------------------------------------------------------------ */
 
-/* "context.udp.interface = eth0" (spaces optional): the name into ifname */
-static void interface_of(const char *line, char ifname[IF_NAMESIZE])
-{
-	static const char key[] = "context.udp.interface";
-	while (*line == ' ')
-		line++;
-	if (strncmp(line, key, sizeof(key) - 1))
-		return;
-	line += sizeof(key) - 1;
-	line += strspn(line, " \t");
-	if (*line++ != '=')
-		return;
-	line += strspn(line, " \t");
-	size_t n = strcspn(line, " \t\n#");
-	if (n && n < IF_NAMESIZE) {
-		memcpy(ifname, line, n);
-		ifname[n] = 0;
-	}
-}
-
 static void parse(int argc, char **argv, struct options *o)
 {
 	enum { OPT_JSON = 256 };
@@ -488,9 +468,7 @@ static void parse(int argc, char **argv, struct options *o)
 			  break;
 		case 'T': o->timeout_s = tool_parse_seconds("timeout", optarg, 0.001, 86400);
 			  timeout_set = true; break;
-		case 'C': tool_config_defer(cfg, &ncfg, optarg);
-			interface_of(optarg, o->ifname);
-			break;
+		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case OPT_JSON: o->json = true; break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
@@ -529,6 +507,10 @@ static void parse(int argc, char **argv, struct options *o)
 	tool_config_add(&o->config, "context.transports = %s", o->transport);
 	for (int i = 0; i < ncfg; i++)
 		tool_config_add_user(&o->config, cfg[i], o->sub ? "receiver" : "source");
+	char ifn[64];
+	const char *v = tool_config_get(&o->config, "context.udp.interface", ifn, sizeof(ifn));
+	if (v)
+		snprintf(o->ifname, sizeof(o->ifname), "%s", v);
 }
 
 int main(int argc, char **argv)

@@ -138,20 +138,10 @@ void dg_part_end(struct rsess *s)
 	tp->nparted--;
 }
 
-static struct rsess *find(struct flit_tp *tp, uint32_t id)
-{
-	if (tp->last && tp->last->id == id)
-		return tp->last;
-	for (struct rsess *s = tp->sess; s; s = s->next)
-		if (s->id == id)
-			return s;
-	return NULL;
-}
-
 static void on_report(void *arg, uint32_t session, uint32_t gen, uint64_t seq, uint32_t count)
 {
 	struct flit_tp *tp = arg;
-	struct rsess *s = find(tp, session);
+	struct rsess *s = dg_sess_find(tp, session);
 
 	/* another parting's (an earlier binding, another process) */
 	if (!s || !s->parted || gen != s->xgen || !s->core || !count)

@@ -9,7 +9,7 @@
 
 /* ---- receive side: sessions ------------------------------------------------ */
 
-static struct rsess *sess_find(struct flit_tp *tp, uint32_t id)
+struct rsess *dg_sess_find(struct flit_tp *tp, uint32_t id)
 {
 	if (tp->last && tp->last->id == id)
 		return tp->last;
@@ -544,7 +544,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 	for (unsigned i = 0; i < NENDED; i++)
 		if (tp->ended[i] == h->session_id)
 			return 0; /* a late advert of a session that ended */
-	s = sess_find(tp, h->session_id);
+	s = dg_sess_find(tp, h->session_id);
 	if (h->flags & FLIT_INFOF_ENDED) {
 		/* topics of a shared session ended: EOS to their subscribers */
 		if (s) {
@@ -681,7 +681,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		return 0;
 	}
 	if (FLIT_LIKELY(p[3] == FLIT_FT_DATA)) {
-		s = sess_find(tp, flit_ld32(p + 12));
+		s = dg_sess_find(tp, flit_ld32(p + 12));
 		if (FLIT_UNLIKELY(!s || !s->core)) {
 			if (!s)
 				on_unknown(tp, flit_ld32(p + 12), &d->addr, now);
@@ -731,7 +731,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 	}
 	switch (h.type) {
 	case FLIT_FT_HB:
-		s = sess_find(tp, h.session_id);
+		s = dg_sess_find(tp, h.session_id);
 		if (!s) {
 			on_unknown(tp, h.session_id, &d->addr, now);
 			return 0;
@@ -764,7 +764,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 	case FLIT_FT_NCF: {
 		struct flit_seq_range r[FLIT_CTL_RANGES_MAX];
 		unsigned n = h.count < FLIT_CTL_RANGES_MAX ? h.count : FLIT_CTL_RANGES_MAX;
-		s = sess_find(tp, h.session_id);
+		s = dg_sess_find(tp, h.session_id);
 		if (!s || !s->core || s->lj_wait)
 			return 0;
 		for (unsigned i = 0; i < n; i++)
@@ -778,7 +778,7 @@ static int on_dgram(struct flit_tp *tp, const struct flit_dgram *d, uint64_t now
 		return on_info(tp, p, &h, &d->addr, now);
 	case FLIT_FT_LATE: {
 		struct flit_ctl_late late;
-		s = sess_find(tp, h.session_id);
+		s = dg_sess_find(tp, h.session_id);
 		if (!s || !s->core || !s->lj_wait)
 			return 0; /* answered twice, or not asked */
 		flit_ctl_late_get(p, &late);

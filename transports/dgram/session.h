@@ -402,6 +402,8 @@ void dg_rx_send(struct flit_tp *tp, const void *buf, size_t len,
 		    const struct sockaddr_in *to);
 
 /* ---- rx_session.c: remote sessions */
+/* The remote session of id (the last one found is tried first), or NULL. */
+struct rsess *dg_sess_find(struct flit_tp *tp, uint32_t id);
 bool dg_sess_wanted(const struct rsess *s);
 void dg_send_join(struct rsess *s, uint16_t flags);
 int dg_sess_bind(struct rsess *s, uint64_t next, bool start_known, uint64_t now);
