@@ -154,6 +154,9 @@ struct flit_rx_session *flit_rx_session_new(struct flit_ctx *ctx,
  * Returns how many subscribers want it (0: the transport may detach). */
 int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 			  const char *name);
+/* Topic idx's messages are all to come from its number tseq on (the
+ * transport reads them from its first): a jump is its loss. */
+void flit_rx_session_topic_from(struct flit_rx_session *rs, uint32_t idx, uint64_t tseq);
 /* The next message of the session will carry `seq` (when the transport
  * knows where the receiver joined); gaps after it are reported as loss. */
 void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq);

@@ -787,6 +787,15 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 	return topic_bind(rs, t);
 }
 
+void flit_rx_session_topic_from(struct flit_rx_session *rs, uint32_t idx, uint64_t tseq)
+{
+	/* one topic: its numbers are the session's, told by the session */
+	if (rs->tseq && idx < rs->ntopics && rs->topics[idx].name && !rs->topics[idx].seen) {
+		rs->topics[idx].tseq_known = true;
+		rs->topics[idx].next_tseq = tseq;
+	}
+}
+
 void flit_rx_session_start(struct flit_rx_session *rs, uint64_t seq)
 {
 	rs->started = true;
@@ -843,6 +852,11 @@ int flit_rx_session_topic_end(struct flit_rx_session *rs, uint32_t idx, uint32_t
 	if (final != UINT64_MAX && t->nsubs) {
 		bool known = t->tseq_known || (rs->origin0 && !rs->skipped && !t->seen);
 		uint64_t next = t->tseq_known ? t->next_tseq : 0;
+		if (!rs->tseq) {
+			/* one topic: its numbers are the session's */
+			known = rs->started;
+			next = rs->next_seq;
+		}
 		if (known && final > next) {
 			for (unsigned j = 0; j < t->nsubs; j++, events++)
 				deliver_event(rs, t->subs[j], t->name, FLIT_MSG_LOSS, 0, next,

@@ -55,6 +55,94 @@ int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
 	return 0;
 }
 
+int shm_ring_init_session(void *mem, uint64_t capacity, uint32_t max_readers,
+			  uint32_t mode, uint32_t session_id, const char *topic,
+			  uint32_t topics_max, uint32_t names_size)
+{
+	struct shm_hdr *h = mem;
+	int err;
+
+	if (!topics_max || topics_max > SHM_TOPICS_MAX || names_size < 4096 ||
+	    (names_size & 7) || names_size > (1u << 30))
+		return flit_err(EINVAL, "shm ring: bad topic table (%u topics, %u bytes of names)",
+				topics_max, names_size);
+	if ((err = shm_ring_init(mem, capacity, max_readers, mode, session_id, topic, 0)))
+		return err;
+	h->geom.topics_max = topics_max;
+	h->geom.names_size = names_size;
+	h->geom.table_off = (uint64_t)h->geom.hdr_size + capacity;
+	h->geom.check = shm_geom_check(&h->geom);
+	return 0;
+}
+
+int shm_ring_topic_add(void *mem, const char *name, uint64_t pos, uint64_t create_ns)
+{
+	struct shm_hdr *h = mem;
+	uint32_t idx = atomic_load_explicit(&h->tl.ntopics, memory_order_relaxed);
+	size_t len = strlen(name);
+	uint64_t need = (len + 1 + 7) & ~7ull;
+
+	if (idx >= h->geom.topics_max || h->tl.names_used + need > h->geom.names_size)
+		return -ENOSPC;
+	struct shm_topic_ent *e = &shm_topic_ents(mem)[idx];
+	memcpy(shm_names(mem) + h->tl.names_used, name, len + 1);
+	e->name_off = (uint32_t)h->tl.names_used;
+	e->name_len = (uint16_t)len;
+	e->first_pos = pos;
+	e->create_ns = create_ns;
+	h->tl.names_used += need;
+	atomic_store_explicit(&h->tl.ntopics, idx + 1, memory_order_release);
+	return (int)idx;
+}
+
+void shm_ring_topic_end(void *mem, uint32_t idx, uint64_t end_pos, uint64_t final)
+{
+	struct shm_hdr *h = mem;
+	uint32_t i = atomic_load_explicit(&h->tl.nended, memory_order_relaxed);
+	struct shm_ended *e = &shm_ended_log(mem)[i];
+
+	if (i >= h->geom.topics_max)
+		return; /* cannot happen: each index ends once */
+	e->idx = idx;
+	e->flags = 0;
+	e->end_pos = end_pos;
+	e->final = final;
+	atomic_store_explicit(&h->tl.nended, i + 1, memory_order_release);
+}
+
+int shm_ring_topic_get(const void *mem, uint32_t idx, char *out, size_t cap,
+		       uint64_t *first_pos, uint64_t *create_ns)
+{
+	const struct shm_hdr *h = mem;
+	if (idx >= h->geom.topics_max)
+		return flit_err(EBADMSG, "topic index %u beyond the table's %u", idx, h->geom.topics_max);
+	const struct shm_topic_ent *e = &shm_topic_ents((void *)mem)[idx];
+	const char *names = shm_names((void *)mem);
+	uint32_t off = e->name_off, len = e->name_len;
+	if (len == 0 || (uint64_t)off + len >= h->geom.names_size || len >= cap ||
+	    names[off + len] != 0 || memchr(names + off, 0, len))
+		return flit_err(EBADMSG, "topic %u: bad name (offset %u, %u bytes)", idx, off, len);
+	memcpy(out, names + off, len + 1);
+	if (!flit_topic_valid(out))
+		return flit_err(EBADMSG, "topic %u: '%s' is not a valid topic name", idx, out);
+	*first_pos = e->first_pos;
+	*create_ns = e->create_ns;
+	return 0;
+}
+
+int shm_ring_ended_get(const void *mem, uint32_t i, struct shm_ended *out)
+{
+	const struct shm_hdr *h = mem;
+
+	if (i >= h->geom.topics_max)
+		return flit_err(EBADMSG, "ended entry %u beyond the table's %u", i, h->geom.topics_max);
+	*out = shm_ended_log((void *)mem)[i];
+	if (out->idx >= h->geom.topics_max)
+		return flit_err(EBADMSG, "ended entry %u names topic %u, beyond the table's %u",
+				i, out->idx, h->geom.topics_max);
+	return 0;
+}
+
 int shm_ring_validate(const void *mem, uint64_t size)
 {
 	const struct shm_hdr *h = mem;
@@ -86,10 +174,17 @@ int shm_ring_validate(const void *mem, uint64_t size)
 	if (g->topic_len == 0 || g->topic_len >= sizeof(g->topic) ||
 	    memchr(g->topic, 0, sizeof(g->topic)) != g->topic + g->topic_len)
 		return flit_err(EBADMSG, "shm ring: bad topic name");
-	if (size != (uint64_t)g->hdr_size + g->capacity)
+	if (g->topics_max && (g->topics_max > SHM_TOPICS_MAX || g->names_size < 4096 ||
+			      (g->names_size & 7) || g->names_size > (1u << 30) ||
+			      g->table_off != (uint64_t)g->hdr_size + g->capacity))
+		return flit_err(EBADMSG, "shm ring: bad topic table (%u topics, %u bytes of names, at %llu)",
+				g->topics_max, g->names_size, (unsigned long long)g->table_off);
+	if (!g->topics_max && (g->names_size || g->table_off))
+		return flit_err(EBADMSG, "shm ring: a table of no topics");
+	uint64_t want = (uint64_t)g->hdr_size + g->capacity + shm_table_size(g->topics_max, g->names_size);
+	if (size != want)
 		return flit_err(EBADMSG, "shm ring: file is %llu bytes, geometry says %llu (truncated?)",
-				(unsigned long long)size,
-				(unsigned long long)(g->hdr_size + g->capacity));
+				(unsigned long long)size, (unsigned long long)want);
 	return 0;
 }
 

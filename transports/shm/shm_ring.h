@@ -12,7 +12,26 @@
  *   0x200  writer line: tail, latest, intent, start  (written per record)
  *   0x240  status line: closed flag, writer pid      (written rarely)
  *   0x280  readers_gen line
+ *   0x2c0  topics line: how many topics the table names, how many ended
  *   0x400  reader slots, one 64-byte line each: state word, position
+ *
+ * A session ring (geom.topics_max > 0) carries the messages of many topics,
+ * each message with its topic's index (docs/PROTOCOL.md), and after the data
+ * ring a table that names them:
+ *   table_off                       topics_max entries (struct shm_topic_ent):
+ *                                   a topic's name, where its first record
+ *                                   went, when it was created
+ *   table_off + 32 * topics_max     the ended log: topics_max entries
+ *                                   (struct shm_ended), in the order the
+ *                                   topics ended (an index ends once: indexes
+ *                                   are never reused in a ring)
+ *   table_off + 64 * topics_max     names: names_size bytes, NUL-terminated
+ *                                   names, each at an 8-byte boundary
+ * The writer fills an entry and then publishes it by storing the count
+ * (release); a topic's entry is published before its first record, and an
+ * ended entry after its last.  The table is sparse in the file: only what
+ * is written costs memory.  A ring with topics_max 0 carries one topic,
+ * geom.topic, at index 0.
  *
  * Records (docs/PROTOCOL.md, "shm ring records"): an 8-byte tag then a flit
  * frame, starting on a 64-byte line (so a small message is one cache line:
@@ -57,12 +76,14 @@
 #include <string.h>
 
 #define SHM_MAGIC        0x314d48535449464cull /* "LFITSHM1" little-endian */
-#define SHM_VERSION      1u
+#define SHM_VERSION      2u
 #define SHM_CAP_MIN      (4096ull)
 #define SHM_CAP_MAX      (1ull << 30)
 #define SHM_READERS_MAX  1024u
 #define SHM_SLOTS_OFF    0x400u
 #define SHM_SLOT_SIZE    64u
+#define SHM_TOPICS_MAX   65536u  /* a session ring's topic indexes: 0 .. 65535 */
+#define SHM_NAME_AVG     48u     /* names area: this many bytes a topic */
 
 #define SHM_REC_ALIGN    64ull
 #define SHM_ZERO_AHEAD   2048ull
@@ -85,9 +106,41 @@ struct shm_geom {
 	uint32_t session_id;
 	uint32_t topic_len;
 	uint64_t create_ns;    /* CLOCK_REALTIME */
-	char topic[256];       /* NUL-terminated */
+	char topic[256];       /* NUL-terminated: the topic (topics_max 0), or
+				* the session ring's first topic */
+	uint32_t topics_max;   /* 0: one topic; else the table's entries */
+	uint32_t names_size;   /* bytes of the table's names area */
+	uint64_t table_off;    /* the table: hdr_size + capacity (topics_max > 0) */
 	uint64_t check;        /* FNV-1a 64 of all bytes above */
 };
+
+/* A session ring's topic: its name at names + name_off (name_len bytes and
+ * a NUL), where the writer stood when it was added (its first record is
+ * there or later), and when (CLOCK_REALTIME). */
+struct shm_topic_ent {
+	uint32_t name_off;
+	uint16_t name_len;
+	uint16_t flags;        /* 0 */
+	uint32_t pad[2];
+	uint64_t first_pos;
+	uint64_t create_ns;
+};
+
+/* A topic of a session ring ended (its publisher closed): its last record
+ * ends before end_pos, and it sent `final` messages (its topic numbers). */
+struct shm_ended {
+	uint32_t idx;
+	uint32_t flags;        /* 0 */
+	uint64_t end_pos;
+	uint64_t final;
+	uint64_t pad;
+};
+
+struct shm_topics_line {
+	_Atomic uint32_t ntopics;   /* entries published */
+	_Atomic uint32_t nended;    /* ended-log entries published */
+	uint64_t names_used;        /* the writer's: bytes of names written */
+} __attribute__((aligned(64)));
 
 struct shm_writer_line {
 	_Atomic uint64_t tail;   /* end of the last committed record */
@@ -118,11 +171,14 @@ struct shm_hdr {
 	struct {
 		_Atomic uint64_t readers_gen;
 	} __attribute__((aligned(64))) r; /* 0x280 */
+	struct shm_topics_line tl;  /* 0x2c0 */
 };
 
 _Static_assert(sizeof(struct shm_geom) <= 0x200, "geometry fits");
 _Static_assert(sizeof(struct shm_hdr) <= SHM_SLOTS_OFF, "header fits");
 _Static_assert(sizeof(struct shm_slot) == SHM_SLOT_SIZE, "slot is a line");
+_Static_assert(sizeof(struct shm_topic_ent) == 32, "topic entry");
+_Static_assert(sizeof(struct shm_ended) == 32, "ended entry");
 
 static inline struct shm_slot *shm_slot(void *base, unsigned i)
 {
@@ -137,6 +193,14 @@ static inline uint32_t shm_hdr_size(uint32_t max_readers)
 
 uint64_t shm_geom_check(const struct shm_geom *g);
 
+/* Bytes of a session ring's table (page multiple), 0 for topics_max 0. */
+static inline uint64_t shm_table_size(uint32_t topics_max, uint32_t names_size)
+{
+	if (!topics_max)
+		return 0;
+	return ((uint64_t)topics_max * 64 + names_size + 4095u) & ~4095ull;
+}
+
 /* Initialise a ring in mem (shm_hdr_size(max_readers) + capacity bytes,
  * zeroed).  start is the first position (tests use huge values to exercise
  * 64-bit arithmetic).  Returns 0 or -EINVAL. */
@@ -144,9 +208,53 @@ int shm_ring_init(void *mem, uint64_t capacity, uint32_t max_readers,
 		  uint32_t mode, uint32_t session_id, const char *topic,
 		  uint64_t start);
 
+/* shm_ring_init() for a session ring: a table of topics_max topics (1 ..
+ * SHM_TOPICS_MAX) with names_size bytes of names after the data ring (the
+ * memory: shm_hdr_size() + capacity + shm_table_size(), zeroed).  `topic`
+ * is the first topic's name (informational). */
+int shm_ring_init_session(void *mem, uint64_t capacity, uint32_t max_readers,
+			  uint32_t mode, uint32_t session_id, const char *topic,
+			  uint32_t topics_max, uint32_t names_size);
+
 /* Validate a ring header against the size of the memory it sits in.
  * Returns 0, or -EBADMSG/-EPROTO with a trail naming the problem. */
 int shm_ring_validate(const void *mem, uint64_t size);
+
+/* ---- a session ring's topics ------------------------------------------------ */
+
+static inline struct shm_topic_ent *shm_topic_ents(void *mem)
+{
+	struct shm_hdr *h = mem;
+	return (struct shm_topic_ent *)((char *)mem + h->geom.table_off);
+}
+
+static inline struct shm_ended *shm_ended_log(void *mem)
+{
+	struct shm_hdr *h = mem;
+	return (struct shm_ended *)((char *)mem + h->geom.table_off +
+				    (uint64_t)h->geom.topics_max * 32);
+}
+
+static inline char *shm_names(void *mem)
+{
+	struct shm_hdr *h = mem;
+	return (char *)mem + h->geom.table_off + (uint64_t)h->geom.topics_max * 64;
+}
+
+/* Writer: add a topic whose first record goes at or after pos.  Returns its
+ * index, or -ENOSPC when the table or its names area is full (the session
+ * takes no more topics). */
+int shm_ring_topic_add(void *mem, const char *name, uint64_t pos, uint64_t create_ns);
+/* Writer: topic idx ended before end_pos, after `final` messages. */
+void shm_ring_topic_end(void *mem, uint32_t idx, uint64_t end_pos, uint64_t final);
+/* Reader: topic idx (below the published count), validated against the
+ * mapping: its name copied to out (cap bytes), *first_pos, *create_ns.
+ * 0, or -EBADMSG with a trail naming what is wrong. */
+int shm_ring_topic_get(const void *mem, uint32_t idx, char *out, size_t cap,
+		       uint64_t *first_pos, uint64_t *create_ns);
+/* Reader: ended-log entry i (below the published count), validated:
+ * 0 or -EBADMSG. */
+int shm_ring_ended_get(const void *mem, uint32_t i, struct shm_ended *out);
 
 /* ---- writer -------------------------------------------------------------- */
 
