@@ -507,7 +507,8 @@ static void FLIT_CONFIG_env_names_the_file(void **state)
 	ctx = flit_ctx_new(NULL);
 	if (!ctx)
 		fail_msg("flit_ctx_new: %s", flit_errmsg());
-	flit_pub *p = flit_pub_new(ctx, "t.env", NULL);
+	FLIT_OPTS(flit_pub_opts, own, .config = "source.session = own");
+	flit_pub *p = flit_pub_new(ctx, "t.env", &own);
 	assert_non_null(p);
 	snprintf(ring, sizeof(ring), "%s/fromenv/t.env.ring", tl_shm_dir());
 	assert_int_equal(stat(ring, &st), 0);

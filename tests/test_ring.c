@@ -974,7 +974,37 @@ struct geom_case {
 };
 
 static void m_magic(struct shm_geom *g, uint64_t *sz) { g->magic ^= 1; }
-static void m_version(struct shm_geom *g, uint64_t *sz) { g->version = 2; }
+static void m_version(struct shm_geom *g, uint64_t *sz) { g->version = 3; }
+static void m_version1(struct shm_geom *g, uint64_t *sz) { g->version = 1; }
+static void m_names_no_table(struct shm_geom *g, uint64_t *sz) { g->names_size = 4096; }
+static void m_table_off(struct shm_geom *g, uint64_t *sz)
+{
+	g->topics_max = 16;
+	g->names_size = 4096;
+	g->table_off = g->hdr_size + g->capacity + 64;
+	*sz += shm_table_size(16, 4096, 16);
+}
+static void m_topics_max(struct shm_geom *g, uint64_t *sz)
+{
+	g->topics_max = SHM_TOPICS_MAX + 1;
+	g->names_size = 4096;
+	g->table_off = g->hdr_size + g->capacity;
+	*sz += shm_table_size(SHM_TOPICS_MAX + 1, 4096, 16);
+}
+static void m_names_align(struct shm_geom *g, uint64_t *sz)
+{
+	g->topics_max = 16;
+	g->names_size = 4100;
+	g->table_off = g->hdr_size + g->capacity;
+	*sz += shm_table_size(16, 4100, 16);
+}
+static void m_table_short(struct shm_geom *g, uint64_t *sz)
+{
+	g->topics_max = 16;
+	g->names_size = 4096;
+	g->table_off = g->hdr_size + g->capacity;
+	*sz += shm_table_size(16, 4096, 16) - 4096;
+}
 static void m_version0(struct shm_geom *g, uint64_t *sz) { g->version = 0; }
 static void m_check(struct shm_geom *g, uint64_t *sz) { g->session_id ^= 0x100; }
 static void m_check_topic(struct shm_geom *g, uint64_t *sz) { g->topic[200] = 'x'; }
@@ -1006,7 +1036,13 @@ static void ring_validate_rejects_each_bad_geometry(void **state)
 {
 	static const struct geom_case cases[] = {
 		{ "magic", EBADMSG, "bad magic", true, m_magic },
-		{ "newer version", EPROTO, "version 2", false, m_version },
+		{ "newer version", EPROTO, "version 3, this library reads 2", false, m_version },
+		{ "older version (one ring a topic, no table)", EPROTO, "version 1", false, m_version1 },
+		{ "names without a table", EBADMSG, "table of no topics", false, m_names_no_table },
+		{ "table not after the ring", EBADMSG, "bad topic table", false, m_table_off },
+		{ "table of too many topics", EBADMSG, "bad topic table (65537", false, m_topics_max },
+		{ "names area unaligned", EBADMSG, "bad topic table", false, m_names_align },
+		{ "file shorter than the table", EBADMSG, "truncated", false, m_table_short },
 		{ "version 0", EPROTO, "version 0", true, m_version0 },
 		{ "check value", EBADMSG, "check value", true, m_check },
 		{ "check value (topic)", EBADMSG, "check value", true, m_check_topic },
@@ -1550,6 +1586,81 @@ static void join_snapshot_is_consistent_when_the_writer_stalls_mid_update(void *
 	ring_close(&g);
 }
 
+/* A session ring's table: topics added in order, each name and first
+ * position read back; ends in the order they came; a full table or names
+ * area refuses the next topic; a damaged entry is refused, not read out of
+ * bounds. */
+static void session_table_names_topics_ends_them_and_refuses_damage(void **state)
+{
+	const uint64_t cap = 16384;
+	const uint32_t readers = 4, tmax = 512, names = 4096;
+	uint64_t size = shm_hdr_size(readers) + cap + shm_table_size(tmax, names, readers);
+	void *mem = own_alloc(size);
+	struct shm_hdr *h = mem;
+	char name[FLIT_TOPIC_MAX + 1], want[64];
+	uint64_t first, created;
+	struct shm_ended e;
+
+	(void)state;
+	assert_int_equal(shm_ring_init_session(mem, cap, readers, FLIT_SHM_PACED, SESSION, "md.a",
+					       0, names), -EINVAL);
+	assert_int_equal(shm_ring_init_session(mem, cap, readers, FLIT_SHM_PACED, SESSION, "md.a",
+					       SHM_TOPICS_MAX + 1, names), -EINVAL);
+	assert_int_equal(shm_ring_init_session(mem, cap, readers, FLIT_SHM_PACED, SESSION, "md.a",
+					       tmax, names), 0);
+	assert_int_equal(shm_ring_validate(mem, size), 0);
+	assert_int_equal(shm_ring_validate(mem, size - 4096), -EBADMSG);
+	for (int i = 0; i < 10; i++) {
+		snprintf(want, sizeof(want), "md.sym%05d", i);
+		assert_int_equal(shm_ring_topic_add(mem, want, 64u * (unsigned)i, 1000u + (unsigned)i), i);
+	}
+	assert_int_equal(atomic_load(&h->tl.ntopics), 10);
+	for (int i = 0; i < 10; i++) {
+		snprintf(want, sizeof(want), "md.sym%05d", i);
+		assert_int_equal(shm_ring_topic_get(mem, (uint32_t)i, name, sizeof(name), &first, &created), 0);
+		assert_string_equal(name, want);
+		assert_int_equal(first, 64u * (unsigned)i);
+		assert_int_equal(created, 1000u + (unsigned)i);
+	}
+	shm_ring_topic_end(mem, 7, 4096, 12);
+	shm_ring_topic_end(mem, 2, 8192, 0);
+	assert_int_equal(atomic_load(&h->tl.nended), 2);
+	assert_int_equal(shm_ring_ended_get(mem, 0, &e), 0);
+	assert_true(e.idx == 7 && e.end_pos == 4096 && e.final == 12);
+	assert_int_equal(shm_ring_ended_get(mem, 1, &e), 0);
+	assert_true(e.idx == 2 && e.end_pos == 8192 && e.final == 0);
+
+	/* damage: a name running past the area, a name without its NUL, an
+	 * invalid topic name, an ended entry naming no topic of the table */
+	struct shm_topic_ent *ent = shm_topic_ents(mem);
+	struct shm_topic_ent keep = ent[3];
+	ent[3].name_off = names - 4;
+	assert_int_equal(shm_ring_topic_get(mem, 3, name, sizeof(name), &first, &created), -EBADMSG);
+	assert_non_null(strstr(flit_errmsg(), "bad name"));
+	ent[3] = keep;
+	ent[3].name_len = 3; /* "md." then not a NUL */
+	assert_int_equal(shm_ring_topic_get(mem, 3, name, sizeof(name), &first, &created), -EBADMSG);
+	ent[3] = keep;
+	shm_names(mem)[ent[3].name_off] = '\x01';
+	assert_int_equal(shm_ring_topic_get(mem, 3, name, sizeof(name), &first, &created), -EBADMSG);
+	assert_non_null(strstr(flit_errmsg(), "not a valid topic name"));
+	assert_int_equal(shm_ring_topic_get(mem, tmax, name, sizeof(name), &first, &created), -EBADMSG);
+	shm_ended_log(mem)[1].idx = tmax;
+	assert_int_equal(shm_ring_ended_get(mem, 1, &e), -EBADMSG);
+	assert_int_equal(shm_ring_ended_get(mem, tmax, &e), -EBADMSG);
+
+	/* the names area fills before the table: 4096 bytes of 16-byte names */
+	int n = 10;
+	for (;; n++) {
+		snprintf(want, sizeof(want), "md.sym%05d", n);
+		if (shm_ring_topic_add(mem, want, 0, 0) < 0)
+			break;
+	}
+	assert_int_equal(n, names / 16);
+	assert_int_equal(shm_ring_topic_add(mem, "x", 0, 0), -ENOSPC);
+	own_free(mem);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_teardown(f, free_owned)
@@ -1563,6 +1674,7 @@ int main(void)
 		T(overwrite_reader_detects_lap_and_resumes_at_latest),
 		T(impossible_frame_length_is_reported_corrupt),
 		T(ring_validate_rejects_each_bad_geometry),
+		T(session_table_names_topics_ends_them_and_refuses_damage),
 		T(threaded_stress_delivers_every_record_once_in_order_byte_exact),
 		T(stale_bytes_never_pass_for_a_tag_under_a_concurrent_reader),
 		T(join_snapshot_names_the_first_record_while_the_writer_runs),

@@ -286,15 +286,17 @@ static void oversized_message_is_refused(void **state)
 static void second_live_writer_on_a_topic_is_refused(void **state)
 {
 	flit_ctx *ctx = tl_ctx(NULL);
-	flit_pub *p = flit_pub_new(ctx, "t.excl", NULL);
-	flit_pub *q = flit_pub_new(ctx, "t.excl", NULL);
+	/* a ring of its own is named by its topic: one live writer */
+	FLIT_OPTS(flit_pub_opts, po, .config = "source.session = own");
+	flit_pub *p = flit_pub_new(ctx, "t.excl", &po);
+	flit_pub *q = flit_pub_new(ctx, "t.excl", &po);
 
 	assert_non_null(p);
 	assert_null(q);
 	assert_int_equal(errno, EADDRINUSE);
 	assert_non_null(strstr(flit_errmsg(), "live writer"));
 	flit_pub_close(p);
-	q = flit_pub_new(ctx, "t.excl", NULL); /* free again after close */
+	q = flit_pub_new(ctx, "t.excl", &po); /* free again after close */
 	assert_non_null(q);
 	flit_pub_close(q);
 	flit_ctx_close(ctx);

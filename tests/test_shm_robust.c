@@ -180,7 +180,8 @@ static void write_file(const char *name, const void *data, size_t len)
 static void corrupted_truncated_and_foreign_files_are_refused_clearly(void **state)
 {
 	flit_ctx *ctx = tl_ctx(NULL);
-	flit_pub *good = flit_pub_new(ctx, "c.good", NULL);
+	FLIT_OPTS(flit_pub_opts, po, .config = "source.session = own");
+	flit_pub *good = flit_pub_new(ctx, "c.good", &po);
 	char path[512];
 	struct stat st;
 	unsigned char *img;
@@ -197,6 +198,8 @@ static void corrupted_truncated_and_foreign_files_are_refused_clearly(void **sta
 	close(fd);
 
 	write_file("c.foreign.ring", "this is not a ring file at all, just text\n", 43);
+	/* a session ring's name: watched by every subscriber, refused alike */
+	write_file("@c0ffee.ring", "this is not a ring file at all, just text\n", 43);
 	write_file("c.trunc.ring", img, (size_t)st.st_size / 2);
 	img[20] ^= 0x40; /* flip a geometry bit: check value no longer matches */
 	write_file("c.flip.ring", img, (size_t)st.st_size);
@@ -216,6 +219,7 @@ static void corrupted_truncated_and_foreign_files_are_refused_clearly(void **sta
 	assert_non_null(s);
 	assert_int_equal(e.bos, 1); /* only the good one */
 	assert_non_null(strstr(logbuf, "c.foreign.ring: file too short"));
+	assert_non_null(strstr(logbuf, "@c0ffee.ring: file too short"));
 	assert_non_null(strstr(logbuf, "c.trunc.ring: not a flit shm ring") ?: strstr(logbuf, "c.trunc.ring: shm ring: file is"));
 	assert_non_null(strstr(logbuf, "c.flip.ring: shm ring header is corrupted"));
 	assert_non_null(strstr(logbuf, "c.version.ring: flit shm ring version 99"));
@@ -232,7 +236,8 @@ static void impossible_record_detaches_the_reader_and_is_counted(void **state)
 	flit_ctx *ctx = tl_ctx(NULL);
 	struct ev e = { .stop_at = 1 };
 	flit_sub *s = ev_sub(ctx, "c.rec", &e);
-	flit_pub *p = flit_pub_new(ctx, "c.rec", NULL);
+	FLIT_OPTS(flit_pub_opts, po, .config = "source.session = own");
+	flit_pub *p = flit_pub_new(ctx, "c.rec", &po);
 	char path[512];
 
 	assert_non_null(p);

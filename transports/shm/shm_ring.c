@@ -181,7 +181,7 @@ int shm_ring_validate(const void *mem, uint64_t size)
 				g->topics_max, g->names_size, (unsigned long long)g->table_off);
 	if (!g->topics_max && (g->names_size || g->table_off))
 		return flit_err(EBADMSG, "shm ring: a table of no topics");
-	uint64_t want = (uint64_t)g->hdr_size + g->capacity + shm_table_size(g->topics_max, g->names_size);
+	uint64_t want = (uint64_t)g->hdr_size + g->capacity + shm_table_size(g->topics_max, g->names_size, g->max_readers);
 	if (size != want)
 		return flit_err(EBADMSG, "shm ring: file is %llu bytes, geometry says %llu (truncated?)",
 				(unsigned long long)size, (unsigned long long)want);

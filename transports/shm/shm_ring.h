@@ -27,6 +27,10 @@
  *                                   are never reused in a ring)
  *   table_off + 64 * topics_max     names: names_size bytes, NUL-terminated
  *                                   names, each at an 8-byte boundary
+ *   ... + names_size                per reader slot, a bitmap of the topics
+ *                                   its reader wants (bit i of 64-bit word
+ *                                   i / 64): a publisher's receivers are the
+ *                                   active slots with its bit set
  * The writer fills an entry and then publishes it by storing the count
  * (release); a topic's entry is published before its first record, and an
  * ended entry after its last.  The table is sparse in the file: only what
@@ -193,12 +197,20 @@ static inline uint32_t shm_hdr_size(uint32_t max_readers)
 
 uint64_t shm_geom_check(const struct shm_geom *g);
 
+/* Bytes of a reader slot's bitmap of wanted topics. */
+static inline uint64_t shm_wants_size(uint32_t topics_max)
+{
+	return ((uint64_t)topics_max + 63) / 64 * 8;
+}
+
 /* Bytes of a session ring's table (page multiple), 0 for topics_max 0. */
-static inline uint64_t shm_table_size(uint32_t topics_max, uint32_t names_size)
+static inline uint64_t shm_table_size(uint32_t topics_max, uint32_t names_size,
+				      uint32_t max_readers)
 {
 	if (!topics_max)
 		return 0;
-	return ((uint64_t)topics_max * 64 + names_size + 4095u) & ~4095ull;
+	return ((uint64_t)topics_max * 64 + names_size +
+		(uint64_t)max_readers * shm_wants_size(topics_max) + 4095u) & ~4095ull;
 }
 
 /* Initialise a ring in mem (shm_hdr_size(max_readers) + capacity bytes,
@@ -239,6 +251,14 @@ static inline char *shm_names(void *mem)
 {
 	struct shm_hdr *h = mem;
 	return (char *)mem + h->geom.table_off + (uint64_t)h->geom.topics_max * 64;
+}
+
+/* Reader slot i's bitmap of wanted topics (a session ring). */
+static inline _Atomic uint64_t *shm_wants(void *mem, uint32_t i)
+{
+	struct shm_hdr *h = mem;
+	return (_Atomic uint64_t *)(shm_names(mem) + h->geom.names_size +
+				    (uint64_t)i * shm_wants_size(h->geom.topics_max));
 }
 
 /* Writer: add a topic whose first record goes at or after pos.  Returns its

@@ -136,6 +136,12 @@ static int att_join(struct shm_att *a, uint64_t *pos, uint64_t *seq0)
 		return flit_err(ENOMEM, "shm: out of memory");
 	}
 	struct shm_slot *sl = a->writable ? shm_slot(a->map, a->slot_idx) : NULL;
+	if (sl && a->table) {
+		/* a slot's bitmap may hold a dead predecessor's bits */
+		_Atomic uint64_t *w = shm_wants(a->map, a->slot_idx);
+		for (uint64_t i = 0; i < shm_wants_size(h->geom.topics_max) / 8; i++)
+			atomic_store_explicit(&w[i], 0, memory_order_relaxed);
+	}
 	*pos = shm_rd_join((struct shm_hdr *)a->map, sl, a->gen_state, seq0);
 	shm_rd_init(&a->rd, a->map, sl, a->rd.scratch, copy, *pos);
 	a->checked_pos = a->rd.pos;
@@ -156,6 +162,22 @@ static int att_catch_up_from(struct shm_att *a, uint64_t from, uint64_t pos)
 	a->cu_end = pos;
 	a->cu_on = true;
 	return 1;
+}
+
+/* Tell the ring's writer whether this reader wants topic idx (a session
+ * ring: flit_pub_receivers() counts the readers that want its topic). */
+static void want_bit(struct shm_att *a, uint32_t idx, bool on)
+{
+	const struct shm_hdr *h = a->map;
+
+	if (!a->rd.slot || idx >= h->geom.topics_max)
+		return;
+	_Atomic uint64_t *w = &shm_wants(a->map, a->slot_idx)[idx / 64];
+	uint64_t bit = 1ull << (idx % 64);
+	if (on)
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
 }
 
 /* ---- a ring of one topic ---------------------------------------------------- */
@@ -255,6 +277,7 @@ static int run_ends(struct shm_att *a)
 
 	while (i < a->npend && a->pend[i].end_pos <= pos) {
 		events += flit_rx_session_topic_end(a->rs, a->pend[i].idx, 0, a->pend[i].final);
+		want_bit(a, a->pend[i].idx, false);
 		i++;
 	}
 	if (i) {
@@ -307,6 +330,8 @@ static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
 			continue;
 		}
 		events += r;
+		if (r)
+			want_bit(a, i, true);
 		if (first >= from)
 			flit_rx_session_topic_from(a->rs, i, 0);
 	}
@@ -522,7 +547,10 @@ int shm_rx_subs_changed(struct flit_tp *tp)
 			shm_att_detach(tp, a, 0);
 		} else if (a->rs && !rs_wants_any(a->rs)) {
 			att_deactivate(a);
-		} else if (!a->rs) {
+		} else if (a->rs) {
+			for (uint32_t i = 0; i < a->rs->ntopics; i++)
+				want_bit(a, i, a->rs->topics[i].nsubs > 0);
+		} else {
 			att_table(tp, a, true);
 		}
 	}

@@ -90,7 +90,7 @@ static int create_ring(struct shm_sess *s, const char *tmp, const char *topic,
 	size_t live = (size_t)hsz + cfg->shm_capacity;
 	int err;
 
-	s->map_len = live + (table ? shm_table_size(SHM_TOPICS_MAX, names) : 0);
+	s->map_len = live + (table ? shm_table_size(SHM_TOPICS_MAX, names, cfg->shm_max_readers) : 0);
 	s->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, cfg->shm_file_mode);
 	if (s->fd < 0)
 		return flit_err(errno, "shm: cannot create %s", tmp);
@@ -490,7 +490,8 @@ void shm_src_close(struct flit_tsrc *ts)
 	uint64_t end = s->w.pos + (s->claimer ? 1 : 0);
 	if (!s->claimer)
 		sess_publish_open(s);
-	if (s->table)
+	/* the session goes on: the topic ends (its last topic ends with it) */
+	if (s->table && s->live > 1)
 		shm_ring_topic_end(s->map, t->idx, s->claimer ? end : s->w.pos, t->tseq);
 	s->topics[t->idx] = NULL;
 	s->live--;
@@ -789,8 +790,11 @@ int shm_receivers(struct flit_tsrc *ts)
 	evict_dead(s, true);
 	if (s->shared)
 		sess_unlock(s);
+	/* a session ring: the readers that want this topic */
+	uint32_t idx = ((struct shm_topic *)ts)->idx;
 	for (uint32_t i = 0; i < s->w.max_readers; i++)
-		if ((atomic_load(&shm_slot(s->w.hdr, i)->state) & 0xff) == SHM_SLOT_ACTIVE)
+		if ((atomic_load(&shm_slot(s->w.hdr, i)->state) & 0xff) == SHM_SLOT_ACTIVE &&
+		    (!s->table || (atomic_load(&shm_wants(s->map, i)[idx / 64]) >> (idx % 64) & 1)))
 			n++;
 	return n;
 }
