@@ -114,7 +114,7 @@ static const char usage[] =
 "  -B, --max-batch N      most messages sent per wake-up, 1 .. 1M (default 256)\n"
 "      --sleep            sleep until the next message is due instead of\n"
 "                         spinning (a wake-up costs ~40 us on some VMs)\n"
-"      --topics N         udp, xdp: spread the load over N topics of one\n"
+"      --topics N         shm, udp, xdp: spread the load over N topics of one\n"
 "                         session (P.load.00000 ..; source.session), 1 ..\n"
 "                         65536; the subscriber takes them all by a pattern\n"
 "                         and answers hello once it knows every one (default\n"
@@ -1721,8 +1721,8 @@ static void parse(int argc, char **argv, struct options *o)
 	tool_opts_end(t, argc, argv);
 	if (t->json && o->csv)
 		tool_usage_exit("--json and --csv exclude each other");
-	if (o->topics > 1 && strcmp(t->transport, "udp") && strcmp(t->transport, "xdp"))
-		tool_usage_exit("--topics is for udp and xdp (topics that share a session: "
+	if (o->topics > 1 && !strcmp(t->transport, "rdma"))
+		tool_usage_exit("--topics is for shm, udp and xdp (topics that share a session: "
 				"source.session)");
 	for (int i = 0; i < o->nrates; i++)
 		if (o->rates[i] * o->duration_s < 1)

@@ -51,7 +51,7 @@ static const char usage[] =
 "                       frame per message\n"
 "      --batch-max B    largest batched frame (source batch_max), 256 .. 1M\n"
 "  -z, --zero-copy      send with claim/commit instead of a copying send\n"
-"      --topics N       udp, xdp: spread the messages over N topics (1 ..\n"
+"      --topics N       shm, udp, xdp: spread the messages over N topics (1 ..\n"
 "                       65536; message i on topic i mod N) that share one\n"
 "                       session (source.session); receivers subscribe to\n"
 "                       them all by a pattern (default 1: one topic)\n"
@@ -951,8 +951,8 @@ static void parse(int argc, char **argv, struct options *o)
 		o->count = 0;
 	if (o->batch_max && !o->batch)
 		tool_usage_exit("--batch-max needs --batch");
-	if (o->topics > 1 && strcmp(t->transport, "udp") && strcmp(t->transport, "xdp"))
-		tool_usage_exit("--topics is for udp and xdp (topics that share a session: "
+	if (o->topics > 1 && !strcmp(t->transport, "rdma"))
+		tool_usage_exit("--topics is for shm, udp and xdp (topics that share a session: "
 				"source.session)");
 	if (o->window >= 0 && !t->net)
 		tool_usage_exit("--window is for network transports (shm is "

@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* shm sessions: the publishers of a context share one ring with a topic
+ * table; each topic is its own stream to its subscribers (BOS, numbers from
+ * 0, EOS when its publisher closes), the others' messages are dropped and
+ * counted; a killed process ends every topic; a damaged table entry is
+ * refused and counted, never read out of bounds. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "testlib.h"
+#include "shm/shm_ring.h"
+
+#define NT 8 /* topics a test tells apart */
+
+struct log {
+	uint64_t data[NT], next[NT], bos[NT], eos[NT], died[NT], lost[NT];
+	uint64_t bad, total;
+	int done;
+	uint64_t stop_at;
+	char prefix[32];
+};
+
+/* topics are PREFIX0 .. PREFIX7: each message's payload is its seq */
+static void on_msg(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct log *l = arg;
+	size_t pl = strlen(l->prefix);
+	unsigned i = (unsigned)(m->topic[pl] - '0');
+
+	(void)sub;
+	if (strncmp(m->topic, l->prefix, pl) || i >= NT) {
+		l->bad++;
+		return;
+	}
+	switch (m->kind) {
+	case FLIT_MSG_DATA: {
+		uint64_t seq = 0;
+		if (m->len != 16 || tl_check(m->data, 16, &seq) || seq != m->seq ||
+		    m->seq != l->next[i])
+			l->bad++;
+		l->next[i] = m->seq + 1;
+		l->data[i]++;
+		if (++l->total == l->stop_at)
+			l->done = 1;
+		break;
+	}
+	case FLIT_MSG_BOS: l->bos[i]++; break;
+	case FLIT_MSG_EOS:
+		l->eos[i]++;
+		l->died[i] += !!(m->flags & FLIT_MSGF_SOURCE_DIED);
+		break;
+	case FLIT_MSG_LOSS:
+		l->lost[i] += m->lost;
+		l->next[i] = m->seq + m->lost;
+		break;
+	}
+}
+
+static flit_sub *sub_of(flit_ctx *ctx, struct log *l, const char *topic, bool pattern)
+{
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = on_msg, .arg = l, .pattern = pattern);
+	flit_sub *s = flit_sub_new(ctx, topic, &so);
+	if (!s)
+		fail_msg("flit_sub_new(%s): %s", topic, flit_errmsg());
+	return s;
+}
+
+static flit_pub *pub_of(flit_ctx *ctx, const char *prefix, unsigned i, const char *cfg)
+{
+	char t[64];
+	snprintf(t, sizeof(t), "%s%u", prefix, i);
+	FLIT_OPTS(flit_pub_opts, po, .config = cfg);
+	flit_pub *p = flit_pub_new(ctx, t, &po);
+	if (!p)
+		fail_msg("flit_pub_new(%s): %s", t, flit_errmsg());
+	return p;
+}
+
+/* Send n messages on p, spinning through back-pressure (a reader in the
+ * same thread: poll it meanwhile). */
+static void send_n(flit_pub *p, flit_ctx *rx, uint64_t n)
+{
+	unsigned char b[16];
+
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t seq = flit_pub_next_seq(p);
+		tl_fill(b, sizeof(b), seq);
+		int rc;
+		while ((rc = flit_pub_send(p, b, sizeof(b))) == FLIT_BACK_PRESSURED)
+			if (rx)
+				flit_ctx_poll(rx, 0);
+		assert_int_equal(rc, 0);
+	}
+}
+
+/* Ring files of the test's domain whose name starts with c. */
+static unsigned rings(char c)
+{
+	char dir[512];
+	unsigned n = 0;
+	struct dirent *de;
+
+	snprintf(dir, sizeof(dir), "%s/default", tl_shm_dir());
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		n += de->d_name[0] == c && strstr(de->d_name, ".ring") != NULL;
+	closedir(d);
+	return n;
+}
+
+static void poll_ms(flit_ctx *ctx, unsigned ms)
+{
+	uint64_t end = tl_now_ms() + ms;
+	while (tl_now_ms() < end)
+		flit_ctx_poll(ctx, 0);
+}
+
+static void topics_of_a_context_share_one_ring_and_stay_apart(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.a", .stop_at = 4 * 500 };
+	flit_pub *p[4];
+	FLIT_OPTS(flit_counters, c);
+
+	(void)state;
+	sub_of(sc, &l, "ss.a*", true);
+	for (unsigned i = 0; i < 4; i++)
+		p[i] = pub_of(pc, "ss.a", i, NULL);
+	assert_int_equal(rings('@'), 1);
+	/* interleaved: one ring, each topic numbered on its own from 0 */
+	for (int k = 0; k < 500; k++)
+		for (unsigned i = 0; i < 4; i++)
+			send_n(p[i], sc, 1);
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(l.bos[i], 1);
+		assert_int_equal(l.data[i], 500);
+		assert_int_equal(l.lost[i], 0);
+		assert_int_equal(flit_pub_next_seq(p[i]), 500);
+		assert_int_equal(flit_pub_receivers(p[i]), 1);
+	}
+	assert_int_equal(l.bad, 0);
+	assert_int_equal(flit_ctx_counters(pc, &c), 0);
+	assert_true(c.msgs_sent == 2000);
+	for (unsigned i = 0; i < 4; i++)
+		flit_pub_close(p[i]);
+	poll_ms(sc, 100);
+	assert_int_equal(rings('@'), 0);  /* the session ended with its last topic */
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(l.eos[i], 1);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+static void subscriber_of_one_topic_gets_it_alone_others_counted_filtered(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.b", .stop_at = 300 };
+	flit_pub *p[3];
+	FLIT_OPTS(flit_counters, c);
+
+	(void)state;
+	sub_of(sc, &l, "ss.b1", false);
+	for (unsigned i = 0; i < 3; i++)
+		p[i] = pub_of(pc, "ss.b", i, NULL);
+	/* the others: no receiver; this one: the subscriber */
+	for (int t = 0; t < 1000 && flit_pub_receivers(p[1]) < 1; t++)
+		flit_ctx_poll(sc, 0);
+	assert_int_equal(flit_pub_receivers(p[1]), 1);
+	assert_int_equal(flit_pub_receivers(p[0]), 0);
+	assert_int_equal(flit_pub_receivers(p[2]), 0);
+	for (int k = 0; k < 300; k++)
+		for (unsigned i = 0; i < 3; i++)
+			send_n(p[i], sc, 1);
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	poll_ms(sc, 50);
+	assert_int_equal(l.data[1], 300);
+	assert_int_equal(l.data[0] + l.data[2], 0);
+	assert_int_equal(l.bos[0] + l.bos[2], 0);
+	assert_int_equal(l.bad, 0);
+	assert_int_equal(flit_ctx_counters(sc, &c), 0);
+	assert_true(c.msgs_received == 300);
+	assert_true(c.msgs_filtered == 600);
+	assert_true(c.msgs_lost == 0);
+	for (unsigned i = 0; i < 3; i++)
+		flit_pub_close(p[i]);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+static void closing_one_publisher_ends_its_topic_after_its_last_message(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.c" };
+	flit_pub *a = pub_of(pc, "ss.c", 0, "batch = true"), *b = pub_of(pc, "ss.c", 1, "batch = true");
+
+	(void)state;
+	sub_of(sc, &l, "ss.c*", true);
+	for (int t = 0; t < 1000 && flit_pub_receivers(a) < 1; t++)
+		flit_ctx_poll(sc, 0);
+	/* batched: a's last messages sit in the open frame when it closes */
+	send_n(a, sc, 100);
+	send_n(b, sc, 10);
+	send_n(a, sc, 7);
+	flit_pub_close(a);
+	send_n(b, sc, 10);
+	flit_pub_flush(b);
+	l.stop_at = 127;
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	poll_ms(sc, 50);
+	assert_int_equal(l.data[0], 107);
+	assert_int_equal(l.eos[0], 1);   /* after its 107th message */
+	assert_int_equal(l.died[0], 0);
+	assert_int_equal(l.lost[0], 0);
+	assert_int_equal(l.data[1], 20);
+	assert_int_equal(l.eos[1], 0);   /* the session goes on */
+	assert_int_equal(rings('@'), 1);
+	/* a topic added to the running session: the pattern learns it */
+	flit_pub *c = pub_of(pc, "ss.c", 2, "batch = true");
+	send_n(c, sc, 5);
+	flit_pub_flush(c);
+	l.stop_at = 132;
+	l.done = 0;
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	assert_int_equal(l.bos[2], 1);
+	assert_int_equal(l.data[2], 5);
+	assert_int_equal(l.bad, 0);
+	flit_pub_close(b);
+	flit_pub_close(c);
+	poll_ms(sc, 100);
+	assert_int_equal(l.eos[1], 1);
+	assert_int_equal(l.eos[2], 1);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+static void killed_process_ends_every_topic_and_its_ring_goes(void **state)
+{
+	flit_ctx *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.d", .stop_at = 60 };
+	int pfd[2];
+
+	(void)state;
+	sub_of(sc, &l, "ss.d*", true);
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = tl_fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		flit_ctx *pc = tl_ctx(NULL);
+		flit_pub *p[3];
+		for (unsigned i = 0; i < 3; i++)
+			p[i] = pub_of(pc, "ss.d", i, NULL);
+		for (int t = 0; t < 5000 && flit_pub_receivers(p[2]) < 1; t++)
+			usleep(1000);
+		for (unsigned i = 0; i < 3; i++)
+			send_n(p[i], NULL, 20);
+		(void)!write(pfd[1], "x", 1);
+		pause(); /* killed here, nothing closed */
+		_exit(0);
+	}
+	char x;
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	assert_int_equal(read(pfd[0], &x, 1), 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	uint64_t end = tl_now_ms() + 3000;
+	while ((l.eos[0] + l.eos[1] + l.eos[2] < 3) && tl_now_ms() < end)
+		flit_ctx_poll(sc, 0);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(l.data[i], 20);
+		assert_int_equal(l.eos[i], 1);
+		assert_int_equal(l.died[i], 1);
+	}
+	assert_int_equal(rings('@'), 0); /* the dead ring was removed */
+	close(pfd[0]);
+	close(pfd[1]);
+	flit_ctx_close(sc);
+}
+
+static void named_session_refuses_other_settings_and_own_gets_a_ring(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL);
+
+	(void)state;
+	FLIT_OPTS(flit_pub_opts, named, .config = "source.session = md");
+	FLIT_OPTS(flit_pub_opts, named_big, .config = "source.session = md\nshm.capacity = 4M");
+	FLIT_OPTS(flit_pub_opts, own, .config = "source.session = own");
+	flit_pub *a = flit_pub_new(pc, "ss.e0", &named);
+	flit_pub *b = flit_pub_new(pc, "ss.e1", &named_big);
+	assert_non_null(a);
+	assert_null(b);
+	assert_int_equal(errno, EINVAL);
+	assert_non_null(strstr(flit_errmsg(), "other source settings"));
+	/* the default session and a ring of its own are other rings */
+	flit_pub *c = flit_pub_new(pc, "ss.e2", NULL);
+	flit_pub *d = flit_pub_new(pc, "ss.e3", &own);
+	flit_pub *e = flit_pub_new(pc, "ss.e4", &named);
+	assert_non_null(c);
+	assert_non_null(d);
+	assert_non_null(e);
+	assert_int_equal(rings('@'), 2);
+	assert_int_equal(rings('s'), 1);  /* ss.e3.ring */
+	flit_pub_close(a);
+	flit_pub_close(c);
+	flit_pub_close(d);
+	flit_pub_close(e);
+	assert_int_equal(rings('@') + rings('s'), 0);
+	flit_ctx_close(pc);
+}
+
+/* The writer's table, damaged: a name running out of the names area is
+ * refused (counted malformed, a warning naming the ring), the topic's
+ * messages are dropped, the other topics flow. */
+static char logbuf[4096];
+__attribute__((format(printf, 2, 0)))
+static void capture(enum flit_log_level lv, const char *fmt, va_list ap)
+{
+	size_t n = strlen(logbuf);
+	(void)lv;
+	if (n < sizeof(logbuf) - 2) {
+		vsnprintf(logbuf + n, sizeof(logbuf) - n - 1, fmt, ap);
+		strcat(logbuf, "\n");
+	}
+}
+
+static void damaged_table_entry_is_refused_and_counted(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.f", .stop_at = 10 };
+	FLIT_OPTS(flit_counters, c);
+	char dir[512], path[1024];
+	struct dirent *de;
+
+	(void)state;
+	flit_pub *a = pub_of(pc, "ss.f", 0, NULL);
+	flit_pub *b = pub_of(pc, "ss.f", 1, NULL);
+	snprintf(dir, sizeof(dir), "%s/default", tl_shm_dir());
+	DIR *d = opendir(dir);
+	path[0] = 0;
+	while ((de = readdir(d)))
+		if (de->d_name[0] == '@')
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+	closedir(d);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	struct stat st;
+	fstat(fd, &st);
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	const struct shm_hdr *h = m;
+	shm_topic_ents(m)[1].name_off = h->geom.names_size - 2;
+
+	logbuf[0] = 0;
+	flit_set_print(capture);
+	sub_of(sc, &l, "ss.f*", true);
+	poll_ms(sc, 50);
+	send_n(a, sc, 10);
+	send_n(b, sc, 10);
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	poll_ms(sc, 50);
+	flit_set_print(NULL);
+	assert_int_equal(l.data[0], 10);
+	assert_int_equal(l.data[1], 0);
+	assert_int_equal(l.bad, 0);
+	assert_non_null(strstr(logbuf, "topic 1: bad name"));
+	assert_non_null(strstr(logbuf, path));
+	assert_int_equal(flit_ctx_counters(sc, &c), 0);
+	assert_true(c.malformed >= 1);
+	assert_true(c.msgs_filtered == 10);
+	munmap(m, (size_t)st.st_size);
+	close(fd);
+	flit_pub_close(a);
+	flit_pub_close(b);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(topics_of_a_context_share_one_ring_and_stay_apart),
+		cmocka_unit_test(subscriber_of_one_topic_gets_it_alone_others_counted_filtered),
+		cmocka_unit_test(closing_one_publisher_ends_its_topic_after_its_last_message),
+		cmocka_unit_test(killed_process_ends_every_topic_and_its_ring_goes),
+		cmocka_unit_test(named_session_refuses_other_settings_and_own_gets_a_ring),
+		cmocka_unit_test(damaged_table_entry_is_refused_and_counted),
+	};
+	setenv("FLIT_CONTEXT_TRANSPORTS", "shm", 1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
