@@ -7,7 +7,8 @@
 # --timeout says so and exits 1; over udp across a direct testbed (root) a
 # small N is found by a pattern subscriber on the other host, and 2,000
 # topics in one shared session (--session) with a few fds; flit-thru and
-# flit-load --topics 1000 (misuse: not on shm) deliver every message; and
+# flit-load --topics 1000 (over shm too; misuse: not on rdma) deliver every
+# message; and
 # tools/bench-topics.sh prints its table for a small N.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 # timeout: 180
@@ -24,29 +25,52 @@ expect 2 flit-topics -n 0 pub
 expect 2 flit-topics --send sub 'x.*'
 expect 2 flit-topics -p 'a*' pub
 expect 2 flit-topics pub extra
-expect 2 flit-topics --session md pub          # shm: no shared sessions
-# --topics of flit-thru and flit-load: udp and xdp only, 1 .. 65536
-expect 2 flit-thru -t shm --topics 10
+expect 2 flit-topics -t rdma --session md pub  # rdma: no shared sessions
+# --topics of flit-thru and flit-load: shm, udp and xdp, 1 .. 65536
+expect 2 flit-thru -t rdma --topics 10
 expect 2 flit-thru -t udp --topics 0
 expect 2 flit-thru -t udp --topics 65537
-expect 2 flit-load -t shm --topics 10
+expect 2 flit-load -t rdma --topics 10
 expect 2 flit-load -t udp --topics 0
 ok "misuse exits 2 with usage"
 
 # ---- pub over shm --------------------------------------------------------------
+# by default the topics share one ring (a few fds, one ring's memory); with
+# --session own each has a ring of its own, named by its topic
 P=t$$.
 json() { python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); print(d[sys.argv[2]])' "$@"; }
-if expect 0 flit-topics -p "$P" -n 200 -i 0.3 --json pub; then
-	cp "$tmp/out" "$tmp/p200"
-	c=$(json "$tmp/p200" created) fds=$(json "$tmp/p200" fds) rss=$(json "$tmp/p200" rss_bytes)
-	if [ "$c" = 200 ] && [ "$fds" -ge 200 ] && [ "$rss" -gt $((100 << 20)) ] &&
-	   python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); [d[k] for k in ("create_s","us_per_topic_first","us_per_topic_last","idle_cpu_pct","idle_s","sent")]' "$tmp/p200"; then
-		ok "pub shm: 200 topics, $fds fds, RSS $((rss >> 20)) MiB, every key"
-	else
-		fail "pub shm: $(cat "$tmp/p200")"
+export FLIT_CONTEXT_SHM_DIR="$tmp/shm"
+for how in default own; do
+	sarg=(); [ $how = own ] && sarg=(--session own)
+	if expect 0 flit-topics -p "$P" -n 200 -i 0.3 "${sarg[@]}" --json pub; then
+		cp "$tmp/out" "$tmp/p200"
+		c=$(json "$tmp/p200" created) fds=$(json "$tmp/p200" fds) rss=$(json "$tmp/p200" rss_bytes)
+		if [ $how = default ]; then want='[ "$fds" -lt 20 ] && [ "$rss" -lt $((64 << 20)) ]'
+		else want='[ "$fds" -ge 200 ] && [ "$rss" -gt $((100 << 20)) ]'; fi
+		if [ "$c" = 200 ] && eval "$want" &&
+		   python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); [d[k] for k in ("create_s","us_per_topic_first","us_per_topic_last","idle_cpu_pct","idle_s","sent")]' "$tmp/p200"; then
+			ok "pub shm, sessions $how: 200 topics, $fds fds, RSS $((rss >> 20)) MiB, every key"
+		else
+			fail "pub shm, sessions $how: $(cat "$tmp/p200")"
+		fi
 	fi
+	left=$(ls "$tmp/shm/default/" 2>/dev/null | grep -v '^\.registry$')
+	[ -z "$left" ] || fail "pub shm, sessions $how: left rings behind: $(echo $left | head -c 200)"
+done
+unset FLIT_CONTEXT_SHM_DIR
+
+# flit-thru with the messages spread over 1,000 topics of one shm session
+if timeout 60 "$D/flit-thru" -t shm -s 16 -n 300000 --topics 1000 --json >"$tmp/sthru.json" 2>"$tmp/sthru.err" &&
+   python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+rx = [x for x in r if x.get("side") == "receiver"]
+assert len(rx) == 1 and rx[0]["count"] == 300000 and rx[0]["gaps"] == 0 and rx[0]["dupes"] == 0, rx
+assert "topics=1000" in rx[0]["mode"], rx[0]["mode"]' "$tmp/sthru.json" 2>"$tmp/sthru.chk"; then
+	ok "flit-thru --topics 1000 over shm: 300,000 messages, no gap or duplicate"
+else
+	fail "flit-thru -t shm --topics: $(cat "$tmp/sthru.err" "$tmp/sthru.chk" "$tmp/sthru.json" | tail -5)"
 fi
-[ -z "$(ls /dev/shm/flit/default/"$P"* 2>/dev/null)" ] || fail "pub left rings behind: $(ls /dev/shm/flit/default/"$P"* | head -3)"
 
 # ---- a pattern subscriber finds them, started first and second ----------------
 for order in sub-first pub-first; do
@@ -75,7 +99,8 @@ if expect 1 flit-topics -n 5 -T 0.3 sub "$P.none.*"; then
 	grep -q "found 0 of 5 topics .* (timeout)" "$tmp/out" && ok "sub: fewer than N by the timeout: exit 1, says how many" ||
 		fail "sub timeout: $(cat "$tmp/out")"
 fi
-if expect 1 flit-topics -p "${P}slow." -n 100000 -T 0.2 -i 0 pub; then
+# (rings of their own, to be slow enough: shared, 100,000 take ~0.1 s)
+if expect 1 flit-topics -p "${P}slow." -n 100000 -T 0.2 -i 0 --session own -C 'source.shm.capacity = 64K' pub; then
 	grep -q "stopped: stopped after 0.2 s (--timeout)" "$tmp/out" && ok "pub: stopped by --timeout, exit 1, says so" ||
 		fail "pub timeout: $(cat "$tmp/out")"
 fi

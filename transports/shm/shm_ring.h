@@ -181,6 +181,9 @@ struct shm_hdr {
 _Static_assert(sizeof(struct shm_geom) <= 0x200, "geometry fits");
 _Static_assert(sizeof(struct shm_hdr) <= SHM_SLOTS_OFF, "header fits");
 _Static_assert(sizeof(struct shm_slot) == SHM_SLOT_SIZE, "slot is a line");
+_Static_assert(offsetof(struct shm_geom, topics_max) == 0x138 &&
+	       offsetof(struct shm_geom, check) == 0x148 &&
+	       offsetof(struct shm_hdr, tl) == 0x2c0, "docs/PROTOCOL.md's offsets");
 _Static_assert(sizeof(struct shm_topic_ent) == 32, "topic entry");
 _Static_assert(sizeof(struct shm_ended) == 32, "ended entry");
 
