@@ -288,6 +288,79 @@ static void killed_process_ends_every_topic_and_its_ring_goes(void **state)
 	flit_ctx_close(sc);
 }
 
+/* Overwrite: a reader lapped in a session ring is told each topic's loss
+ * in that topic's numbers; every number is a message or inside one LOSS. */
+static void a_lapped_reader_is_told_each_topic_s_loss(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.h" };
+	const char *cfg = "shm.mode = overwrite\nshm.capacity = 64K";
+	flit_pub *p[3];
+	FLIT_OPTS(flit_counters, c);
+
+	(void)state;
+	sub_of(sc, &l, "ss.h*", true);
+	for (unsigned i = 0; i < 3; i++)
+		p[i] = pub_of(pc, "ss.h", i, cfg);
+	for (int t = 0; t < 1000 && flit_pub_receivers(p[2]) < 1; t++)
+		flit_ctx_poll(sc, 0);
+	assert_int_equal(flit_pub_receivers(p[2]), 1);
+	/* ~30 laps before the reader looks again, then a last message each */
+	for (int k = 0; k < 10000; k++)
+		for (unsigned i = 0; i < 3; i++)
+			send_n(p[i], NULL, 1);
+	poll_ms(sc, 200);
+	for (unsigned i = 0; i < 3; i++)
+		send_n(p[i], NULL, 1);
+	poll_ms(sc, 200);
+	assert_int_equal(l.bad, 0);
+	for (unsigned i = 0; i < 3; i++) {
+		print_message("topic %u: %llu delivered, %llu lost\n", i,
+			      (unsigned long long)l.data[i], (unsigned long long)l.lost[i]);
+		assert_int_equal(l.next[i], 10001);
+		assert_int_equal(l.data[i] + l.lost[i], 10001);
+		assert_true(l.lost[i] > 0);
+	}
+	assert_int_equal(flit_ctx_counters(sc, &c), 0);
+	assert_true(c.malformed == 0 && c.duplicates == 0);
+	for (unsigned i = 0; i < 3; i++)
+		flit_pub_close(p[i]);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+/* No subscriber found it: the next session's writer removes it. */
+static void a_killed_process_s_ring_goes_with_the_next_session(void **state)
+{
+	int pfd[2];
+	char x;
+
+	(void)state;
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = tl_fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		flit_ctx *pc = tl_ctx(NULL);
+		flit_pub *p = pub_of(pc, "ss.g", 0, NULL);
+		send_n(p, NULL, 5);
+		(void)!write(pfd[1], "x", 1);
+		pause();
+		_exit(0);
+	}
+	assert_int_equal(read(pfd[0], &x, 1), 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_int_equal(rings('@'), 1);
+	flit_ctx *pc = tl_ctx(NULL);
+	flit_pub *p = pub_of(pc, "ss.g", 1, NULL);
+	assert_int_equal(rings('@'), 1); /* ours: the dead one went */
+	flit_pub_close(p);
+	assert_int_equal(rings('@'), 0);
+	flit_ctx_close(pc);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
 static void named_session_refuses_other_settings_and_own_gets_a_ring(void **state)
 {
 	flit_ctx *pc = tl_ctx(NULL);
@@ -393,6 +466,8 @@ int main(void)
 		cmocka_unit_test(subscriber_of_one_topic_gets_it_alone_others_counted_filtered),
 		cmocka_unit_test(closing_one_publisher_ends_its_topic_after_its_last_message),
 		cmocka_unit_test(killed_process_ends_every_topic_and_its_ring_goes),
+		cmocka_unit_test(a_lapped_reader_is_told_each_topic_s_loss),
+		cmocka_unit_test(a_killed_process_s_ring_goes_with_the_next_session),
 		cmocka_unit_test(named_session_refuses_other_settings_and_own_gets_a_ring),
 		cmocka_unit_test(damaged_table_entry_is_refused_and_counted),
 	};

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,36 @@ void shm_remove_dead(struct flit_tp *tp, const char *path, dev_t dev, ino_t ino)
 		flit_info("shm: removed %s: its writer died", path);
 		shm_registry_bump(tp);
 	}
+}
+
+void shm_sweep_dead(struct flit_tp *tp)
+{
+	char path[PATH_MAX + 256];
+	struct dirent *de;
+	DIR *d = opendir(tp->dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		struct stat st;
+		if (de->d_name[0] != '@' || n < 6 || strcmp(de->d_name + n - 5, ".ring"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tp->dir, de->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		/* linked only once its writer held byte 0: free now, it died
+		 * (or closed: then it unlinks it itself, unless it died first) */
+		if (fstat(fd, &st) == 0 && shm_ofd_held(fd, 0) == 0) {
+			struct shm_status_line stl;
+			if (pread(fd, &stl, sizeof(stl), offsetof(struct shm_hdr, st)) == (ssize_t)sizeof(stl) &&
+			    !atomic_load(&stl.closed))
+				shm_remove_dead(tp, path, st.st_dev, st.st_ino);
+		}
+		close(fd);
+	}
+	closedir(d);
 }
 
 /* ---- transport instance ------------------------------------------------- */

@@ -168,6 +168,9 @@ bool shm_is_stale(const struct flit_tp *tp, dev_t dev, ino_t ino);
 void shm_mark_stale(struct flit_tp *tp, dev_t dev, ino_t ino);
 /* Remove a dead session ring at path if it is still the file (dev, ino). */
 void shm_remove_dead(struct flit_tp *tp, const char *path, dev_t dev, ino_t ino);
+/* Remove every dead session ring of the directory (a new session's
+ * writer does it: rings whose process was killed go, subscribers or not). */
+void shm_sweep_dead(struct flit_tp *tp);
 
 /* ---- shm_src.c: the writer side (flit_transport_ops' source operations) */
 int shm_src_open(struct flit_tp *tp, const char *topic,

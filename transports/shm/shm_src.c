@@ -203,6 +203,7 @@ static int sess_ring_open(struct shm_sess *s, const char *topic,
 	char tmp[PATH_MAX + 64];
 	int err;
 
+	shm_sweep_dead(tp);
 	for (int attempt = 0; attempt < 16; attempt++) {
 		if (attempt)
 			s->session_id = new_session_id();
