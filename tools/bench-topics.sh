@@ -14,12 +14,12 @@
 # them all and resolution settled (--settle, default 6 s: the adverts' and
 # queries' backoff reaches context.udp.resolver_max_ms, 5 s).
 #
-#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm udp udp+own xdp xdp+own"]
+#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm shm+own udp udp+own xdp xdp+own"]
 #                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
 #                         [--spread N] [--rounds R] [--one N] [--one-rounds R]
 #                         [--json FILE]
 #
-# Then, for udp and xdp (those -t names), one topic against the messages
+# Then, for shm, udp and xdp (those -t names), one topic against the messages
 # spread over --spread N topics of one session (default 10,000; 0: not
 # run), --rounds R times interleaved (default 2), medians: 1:1 throughput
 # (flit-thru -s 32 -d 2, unbatched and batched) and RTT/2 p50 under load
@@ -34,8 +34,9 @@
 # there), NAKs and loss, and over xdp the program's counters meanwhile
 # (frames dropped in XDP, frames steered up).
 #
-# "udp", "xdp": the topics share sessions (the default: a session holds
-# 65,536); "udp+own", "xdp+own": each topic a session of its own
+# "shm", "udp", "xdp": the topics share sessions (the default: a session
+# holds 65,536); "shm+own", "udp+own", "xdp+own": each topic a session (shm:
+# a ring) of its own
 # (flit-topics --session own); "udp+s", "xdp+s": named sessions
 # (flit-topics --session md: source.session, a session per 50,000 topics).
 #
@@ -48,7 +49,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
-NS="1 1000 10000 100000" TRANSPORTS="shm udp udp+own xdp xdp+own" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
+NS="1 1000 10000 100000" TRANSPORTS="shm shm+own udp udp+own xdp xdp+own" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
 ONE=100000 ONE_R=10
 usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
@@ -212,14 +213,18 @@ spread_ts=
 for tt in $TRANSPORTS; do
 	t=${tt%+*}
 	case " $spread_ts " in *" $t "*) continue ;; esac
-	{ [ "$t" = udp ] || [ "$t" = xdp ]; } && spread_ts="$spread_ts $t"
+	spread_ts="$spread_ts $t"
 done
+# the one-of-N section: the datagram transports (shm's reader drops the
+# other topics' records in place, in its process, as udp does)
+one_ts=
+for t in $spread_ts; do { [ "$t" = udp ] || [ "$t" = xdp ]; } && one_ts="$one_ts $t"; done
 if [ "$SPREAD" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
 	if [ $up -eq 0 ]; then
 		tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
 		up=1
 	fi
-	NET=(--netns "$tb-h1" --peer-netns "$tb-h2" -C context.udp.interface=eth0)
+	NETUDP=(--netns "$tb-h1" --peer-netns "$tb-h2" -C context.udp.interface=eth0)
 	echo
 	echo "# one topic against $SPREAD topics of one session: $ROUNDS rounds interleaved, medians; 32-byte messages"
 	echo "# $(uname -r), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -227,6 +232,7 @@ if [ "$SPREAD" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
 	for r in $(seq "$ROUNDS"); do
 		fl=$("$D/flit-floor" -n 200000 --json 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["p50_ns"])' 2>/dev/null || echo 0)
 		for t in $spread_ts; do
+			NET=("${NETUDP[@]}"); [ "$t" = shm ] && NET=()
 			for n in 1 "$SPREAD"; do
 				for b in "" -b; do
 					v=$("$D/flit-thru" -t "$t" "${NET[@]}" -s 32 -d 2 $b --topics "$n" --json 2>"$tmp/thru.err" |
@@ -268,7 +274,7 @@ EOF
 	[ -s "$tmp/spread.fail" ] && cat "$tmp/spread.fail"
 fi 2>&1
 # ---- one wanted topic among N of a session ----------------------------------------
-if [ "$ONE" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
+if [ "$ONE" != 0 ] && [ -n "$one_ts" ] && [ "$(id -u)" -eq 0 ]; then
 	if [ $up -eq 0 ]; then
 		tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
 		up=1
@@ -276,7 +282,7 @@ if [ "$ONE" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
 	echo
 	echo "# one wanted topic (md.sym00042) among $ONE of a session: $ONE_R rounds of one message on every topic, unbatched"
 	printf '%-9s %9s %12s %12s %12s %6s %6s %12s %12s\n' transport delivered "others(sess)" "copied_up" "dropped_xdp" naks lost xdp_frames xdp_steered
-	for t in $spread_ts; do
+	for t in $one_ts; do
 		rm -f "$tmp/one.json" "$tmp/onep.json"
 		tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
 			-n 1 -m "$ONE_R" -l 2 -T $((BUDGET + 60)) --json sub md.sym00042 >"$tmp/one.json" 2>"$tmp/one.err" &
