@@ -1617,7 +1617,7 @@ static void session_table_names_topics_ends_them_and_refuses_damage(void **state
 	assert_int_equal(atomic_load(&h->tl.ntopics), 10);
 	for (int i = 0; i < 10; i++) {
 		snprintf(want, sizeof(want), "md.sym%05d", i);
-		assert_int_equal(shm_ring_topic_get(mem, (uint32_t)i, name, sizeof(name), &first, &created), 0);
+		assert_int_equal(shm_ring_topic_get(mem, &h->geom, (uint32_t)i, name, sizeof(name), &first, &created), 0);
 		assert_string_equal(name, want);
 		assert_int_equal(first, 64u * (unsigned)i);
 		assert_int_equal(created, 1000u + (unsigned)i);
@@ -1625,9 +1625,9 @@ static void session_table_names_topics_ends_them_and_refuses_damage(void **state
 	shm_ring_topic_end(mem, 7, 4096, 12);
 	shm_ring_topic_end(mem, 2, 8192, 0);
 	assert_int_equal(atomic_load(&h->tl.nended), 2);
-	assert_int_equal(shm_ring_ended_get(mem, 0, &e), 0);
+	assert_int_equal(shm_ring_ended_get(mem, &h->geom, 0, &e), 0);
 	assert_true(e.idx == 7 && e.end_pos == 4096 && e.final == 12);
-	assert_int_equal(shm_ring_ended_get(mem, 1, &e), 0);
+	assert_int_equal(shm_ring_ended_get(mem, &h->geom, 1, &e), 0);
 	assert_true(e.idx == 2 && e.end_pos == 8192 && e.final == 0);
 
 	/* damage: a name running past the area, a name without its NUL, an
@@ -1635,19 +1635,19 @@ static void session_table_names_topics_ends_them_and_refuses_damage(void **state
 	struct shm_topic_ent *ent = shm_topic_ents(mem);
 	struct shm_topic_ent keep = ent[3];
 	ent[3].name_off = names - 4;
-	assert_int_equal(shm_ring_topic_get(mem, 3, name, sizeof(name), &first, &created), -EBADMSG);
+	assert_int_equal(shm_ring_topic_get(mem, &h->geom, 3, name, sizeof(name), &first, &created), -EBADMSG);
 	assert_non_null(strstr(flit_errmsg(), "bad name"));
 	ent[3] = keep;
 	ent[3].name_len = 3; /* "md." then not a NUL */
-	assert_int_equal(shm_ring_topic_get(mem, 3, name, sizeof(name), &first, &created), -EBADMSG);
+	assert_int_equal(shm_ring_topic_get(mem, &h->geom, 3, name, sizeof(name), &first, &created), -EBADMSG);
 	ent[3] = keep;
 	shm_names(mem)[ent[3].name_off] = '\x01';
-	assert_int_equal(shm_ring_topic_get(mem, 3, name, sizeof(name), &first, &created), -EBADMSG);
+	assert_int_equal(shm_ring_topic_get(mem, &h->geom, 3, name, sizeof(name), &first, &created), -EBADMSG);
 	assert_non_null(strstr(flit_errmsg(), "not a valid topic name"));
-	assert_int_equal(shm_ring_topic_get(mem, tmax, name, sizeof(name), &first, &created), -EBADMSG);
+	assert_int_equal(shm_ring_topic_get(mem, &h->geom, tmax, name, sizeof(name), &first, &created), -EBADMSG);
 	shm_ended_log(mem)[1].idx = tmax;
-	assert_int_equal(shm_ring_ended_get(mem, 1, &e), -EBADMSG);
-	assert_int_equal(shm_ring_ended_get(mem, tmax, &e), -EBADMSG);
+	assert_int_equal(shm_ring_ended_get(mem, &h->geom, 1, &e), -EBADMSG);
+	assert_int_equal(shm_ring_ended_get(mem, &h->geom, tmax, &e), -EBADMSG);
 
 	/* the names area fills before the table: 4096 bytes of 16-byte names */
 	int n = 10;

@@ -5,6 +5,7 @@
  * counted; a killed process ends every topic; a damaged table entry is
  * refused and counted, never read out of bounds. */
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -459,6 +460,221 @@ static void damaged_table_entry_is_refused_and_counted(void **state)
 	flit_ctx_close(pc);
 }
 
+/* ---- what a review found: each case once ---- */
+
+struct claimer { flit_pub *p; int step; };
+
+static void *claim_then_close(void *arg)
+{
+	struct claimer *c = arg;
+	void *buf;
+	if (flit_pub_claim(c->p, 16, &buf) == 0)
+		c->step = 1;
+	flit_pub_close(c->p);   /* the claim still open */
+	c->step = 2;
+	return NULL;
+}
+
+static void *send_one(void *arg)
+{
+	struct claimer *c = arg;
+	unsigned char b[16];
+	tl_fill(b, sizeof(b), 0);
+	c->step = flit_pub_send(c->p, b, sizeof(b)) == 0 ? 1 : -1;
+	return NULL;
+}
+
+/* Closing a publisher with its claim open gives the session back: another
+ * thread's send goes through. */
+static void closing_a_publisher_with_a_claim_open_frees_the_session(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL);
+	struct claimer a = { .p = pub_of(pc, "ss.j", 0, NULL) }, b = { .p = pub_of(pc, "ss.j", 1, NULL) };
+	pthread_t t1, t2;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t1, NULL, claim_then_close, &a), 0);
+	pthread_join(t1, NULL);
+	assert_int_equal(a.step, 2);
+	assert_int_equal(pthread_create(&t2, NULL, send_one, &b), 0);
+	for (int i = 0; i < 200 && !b.step; i++)
+		usleep(5000);
+	assert_int_equal(b.step, 1);   /* not spinning on a lock nobody holds */
+	pthread_join(t2, NULL);
+	flit_pub_close(b.p);
+	flit_ctx_close(pc);
+}
+
+struct handoff { flit_pub *p; void *buf; int rc; };
+
+static void *commit_elsewhere(void *arg)
+{
+	struct handoff *h = arg;
+	tl_fill(h->buf, 16, 0);
+	h->rc = flit_pub_commit(h->p, 16);
+	return NULL;
+}
+
+/* A claim made on one thread and committed on another (a hand-over). */
+static void a_claim_committed_on_another_thread_goes_through(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.k", .stop_at = 2 };
+	flit_pub *a = pub_of(pc, "ss.k", 0, NULL), *b = pub_of(pc, "ss.k", 1, NULL);
+	struct handoff h = { .p = a, .rc = -1 };
+	pthread_t t;
+
+	(void)state;
+	sub_of(sc, &l, "ss.k*", true);
+	for (int i = 0; i < 1000 && flit_pub_receivers(b) < 1; i++)
+		flit_ctx_poll(sc, 0);
+	assert_int_equal(flit_pub_claim(a, 16, &h.buf), 0);
+	assert_int_equal(pthread_create(&t, NULL, commit_elsewhere, &h), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(h.rc, 0);
+	send_n(b, sc, 1);  /* the session is free again, for this thread too */
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	assert_int_equal(l.data[0], 1);
+	assert_int_equal(l.data[1], 1);
+	assert_int_equal(l.bad, 0);
+	flit_pub_close(a);
+	flit_pub_close(b);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+/* A topic added, sent on and closed while the reader is inside its poll
+ * (its callback does it): BOS, its message, and its EOS. */
+static flit_ctx *cb_pc;
+static struct log cb_log = { .prefix = "ss.l" };
+static void on_msg_then_topic(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	on_msg(sub, m, arg);
+	if (m->kind == FLIT_MSG_DATA && m->topic[4] == '0' && cb_pc) {
+		flit_pub *x = pub_of(cb_pc, "ss.l", 5, NULL);
+		send_n(x, NULL, 1);
+		flit_pub_close(x);
+		cb_pc = NULL;
+	}
+}
+
+static void a_topic_born_and_ended_during_a_poll_gets_its_eos(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	flit_pub *a = pub_of(pc, "ss.l", 0, NULL);
+
+	(void)state;
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = on_msg_then_topic, .arg = &cb_log, .pattern = true);
+	assert_non_null(flit_sub_new(sc, "ss.l*", &so));
+	for (int i = 0; i < 1000 && flit_pub_receivers(a) < 1; i++)
+		flit_ctx_poll(sc, 0);
+	cb_pc = pc;
+	send_n(a, NULL, 2);
+	for (int i = 0; i < 2000; i++)
+		flit_ctx_poll(sc, 1);
+	assert_int_equal(cb_log.data[0], 2);
+	assert_int_equal(cb_log.bos[5], 1);
+	assert_int_equal(cb_log.data[5], 1);
+	assert_int_equal(cb_log.eos[5], 1);
+	assert_int_equal(cb_log.bad, 0);
+	flit_pub_close(a);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+/* A subscriber of a topic that ended takes no slot: the paced writer of
+ * the session's other topic is not held back by it, though it never
+ * polls again. */
+static void a_subscriber_of_an_ended_topic_holds_nothing_back(void **state)
+{
+	const char *cfg = "shm.capacity = 64K";
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.m" };
+	flit_pub *x = pub_of(pc, "ss.m", 0, cfg), *y = pub_of(pc, "ss.m", 1, cfg);
+	unsigned char b[200] = { 0 };
+
+	(void)state;
+	send_n(x, NULL, 3);
+	flit_pub_close(x);
+	sub_of(sc, &l, "ss.m0", false);
+	poll_ms(sc, 100);
+	/* sc never polls again; ~30 laps of y's ring */
+	for (int i = 0; i < 10000; i++)
+		assert_int_equal(flit_pub_send(y, b, sizeof(b)), 0);
+	assert_int_equal(flit_pub_receivers(y), 0);
+	flit_pub_close(y);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+/* All slots taken: the refused subscriber gets one once it frees up. */
+static void a_subscriber_refused_a_slot_gets_one_when_it_frees(void **state)
+{
+	const char *cfg = "shm.max_readers = 1";
+	flit_ctx *pc = tl_ctx(NULL), *s1 = tl_ctx(NULL), *s2 = tl_ctx("receiver.discovery_ms = 50\n");
+	struct log l1 = { .prefix = "ss.n" }, l2 = { .prefix = "ss.n" };
+	flit_pub *p = pub_of(pc, "ss.n", 0, cfg);
+
+	(void)state;
+	flit_sub *a = sub_of(s1, &l1, "ss.n0", false);
+	poll_ms(s1, 50);
+	assert_int_equal(l1.bos[0], 1);
+	sub_of(s2, &l2, "ss.n0", false);
+	poll_ms(s2, 50);
+	assert_int_equal(l2.bos[0], 0);   /* no slot */
+	flit_sub_close(a);
+	poll_ms(s1, 20);
+	poll_ms(s2, 500);
+	assert_int_equal(l2.bos[0], 1);
+	flit_pub_close(p);
+	flit_ctx_close(s2);
+	flit_ctx_close(s1);
+	flit_ctx_close(pc);
+}
+
+/* The largest message: a ring of its own's as before sessions; a
+ * session's does not shrink when a second publisher comes. */
+static void largest_message_is_stable(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL);
+	FLIT_OPTS(flit_pub_opts, own, .config = "source.session = own");
+	flit_pub *o = flit_pub_new(pc, "ss.o", &own);
+	flit_pub *a = pub_of(pc, "ss.o", 0, NULL);
+	size_t m1 = flit_pub_max_msg(a);
+
+	(void)state;
+	assert_int_equal(flit_pub_max_msg(o), (1u << 20) / 4 - 24 - 8 - 8);
+	flit_pub *b = pub_of(pc, "ss.o", 1, NULL);
+	assert_int_equal(flit_pub_max_msg(a), m1);
+	assert_int_equal(flit_pub_max_msg(b), m1);
+	void *big = calloc(1, m1);
+	assert_int_equal(flit_pub_send(b, big, m1), 0);
+	free(big);
+	flit_pub_close(o);
+	flit_pub_close(a);
+	flit_pub_close(b);
+	flit_ctx_close(pc);
+}
+
+/* Frames are counted once, across the lead publisher's close. */
+static void frames_are_counted_across_the_lead_s_close(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL);
+	flit_pub *a = pub_of(pc, "ss.p", 0, "batch = true"), *b = pub_of(pc, "ss.p", 1, "batch = true");
+	FLIT_OPTS(flit_counters, c);
+
+	(void)state;
+	send_n(a, NULL, 1);
+	flit_pub_close(a);      /* publishes the batch: one frame */
+	send_n(b, NULL, 1);
+	flit_pub_flush(b);      /* another */
+	assert_int_equal(flit_ctx_counters(pc, &c), 0);
+	assert_true(c.msgs_sent == 2);
+	assert_true(c.frames_sent == 2);
+	flit_pub_close(b);
+	flit_ctx_close(pc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -470,6 +686,13 @@ int main(void)
 		cmocka_unit_test(a_killed_process_s_ring_goes_with_the_next_session),
 		cmocka_unit_test(named_session_refuses_other_settings_and_own_gets_a_ring),
 		cmocka_unit_test(damaged_table_entry_is_refused_and_counted),
+		cmocka_unit_test(closing_a_publisher_with_a_claim_open_frees_the_session),
+		cmocka_unit_test(a_claim_committed_on_another_thread_goes_through),
+		cmocka_unit_test(a_topic_born_and_ended_during_a_poll_gets_its_eos),
+		cmocka_unit_test(a_subscriber_of_an_ended_topic_holds_nothing_back),
+		cmocka_unit_test(a_subscriber_refused_a_slot_gets_one_when_it_frees),
+		cmocka_unit_test(largest_message_is_stable),
+		cmocka_unit_test(frames_are_counted_across_the_lead_s_close),
 	};
 	setenv("FLIT_CONTEXT_TRANSPORTS", "shm", 1);
 	return cmocka_run_group_tests(tests, NULL, NULL);

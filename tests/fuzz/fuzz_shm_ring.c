@@ -93,17 +93,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (ne > g->topics_max)
 				ne = g->topics_max;
 			for (uint32_t i = 0; i < nt; i++)
-				if (shm_ring_topic_get(mem, i, name, sizeof(name), &first, &created) == 0)
+				if (shm_ring_topic_get(mem, &h->geom, i, name, sizeof(name), &first, &created) == 0)
 					CHECK(flit_topic_valid(name) &&
 					      strlen(name) == shm_topic_ents(mem)[i].name_len);
 			struct shm_ended e;
 			for (uint32_t i = 0; i < ne; i++)
-				if (shm_ring_ended_get(mem, i, &e) == 0)
+				if (shm_ring_ended_get(mem, &h->geom, i, &e) == 0)
 					CHECK(e.idx < g->topics_max);
 			/* out-of-range asks are refused, not read */
-			CHECK(shm_ring_topic_get(mem, g->topics_max, name, sizeof(name),
+			CHECK(shm_ring_topic_get(mem, &h->geom, g->topics_max, name, sizeof(name),
 						 &first, &created) == -EBADMSG);
-			CHECK(shm_ring_ended_get(mem, g->topics_max, &e) == -EBADMSG);
+			CHECK(shm_ring_ended_get(mem, &h->geom, g->topics_max, &e) == -EBADMSG);
 		}
 		/* a copying reader over the data ring */
 		uint8_t *scratch = malloc(g->max_frame);

@@ -139,10 +139,17 @@ void shm_remove_dead(struct flit_tp *tp, const char *path, dev_t dev, ino_t ino)
 	const char *base = strrchr(path, '/');
 	if (!base || base[1] != '@')
 		return;
-	if (stat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino && unlink(path) == 0) {
+	/* still that file, and its writer's lock free: dead (a ring is linked
+	 * under its name only once its writer holds byte 0) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino &&
+	    shm_ofd_held(fd, 0) == 0 && unlink(path) == 0) {
 		flit_info("shm: removed %s: its writer died", path);
 		shm_registry_bump(tp);
 	}
+	close(fd);
 }
 
 void shm_sweep_dead(struct flit_tp *tp)

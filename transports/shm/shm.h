@@ -114,6 +114,7 @@ struct shm_sess {
 	struct shm_topic **topics;   /* by index; NULL: ended */
 	uint32_t ntopics, captopics, live, lead;
 	uint64_t frames_base, bp_base, ev_base; /* reported by closed leads */
+	uint64_t frames_rep, bp_rep, ev_rep;    /* what the lead last reported */
 	int fd;
 	void *map;
 	size_t map_len;
@@ -132,6 +133,12 @@ struct shm_att {
 	struct flit_rx_session *rs;  /* NULL: watching a session ring */
 	bool table;                  /* a session ring */
 	bool writable;
+	bool retry;                  /* activation failed (no free slot): again
+				      * at the next discovery tick */
+	struct shm_geom g;           /* the geometry, validated: the file's own
+				      * may change under us, this does not */
+	uint8_t *ended_bm;           /* a watcher's: topics the ended log lists */
+	uint32_t nended_bm;          /* ended-log entries folded into ended_bm */
 	uint32_t ntopics_seen;       /* table entries looked at */
 	uint32_t nended_seen;        /* ended-log entries looked at */
 	/* topics that ended at a position the reader has not reached */

@@ -110,44 +110,57 @@ void shm_ring_topic_end(void *mem, uint32_t idx, uint64_t end_pos, uint64_t fina
 	atomic_store_explicit(&h->tl.nended, i + 1, memory_order_release);
 }
 
-int shm_ring_topic_get(const void *mem, uint32_t idx, char *out, size_t cap,
-		       uint64_t *first_pos, uint64_t *create_ns)
+int shm_ring_topic_get(const void *mem, const struct shm_geom *g, uint32_t idx, char *out,
+		       size_t cap, uint64_t *first_pos, uint64_t *create_ns)
 {
-	const struct shm_hdr *h = mem;
-	if (idx >= h->geom.topics_max)
-		return flit_err(EBADMSG, "topic index %u beyond the table's %u", idx, h->geom.topics_max);
-	const struct shm_topic_ent *e = &shm_topic_ents((void *)mem)[idx];
-	const char *names = shm_names((void *)mem);
+	if (idx >= g->topics_max)
+		return flit_err(EBADMSG, "topic index %u beyond the table's %u", idx, g->topics_max);
+	const struct shm_topic_ent *e =
+		(const struct shm_topic_ent *)((const char *)mem + g->table_off) + idx;
+	const char *names = (const char *)mem + g->table_off + (uint64_t)g->topics_max * 64;
 	uint32_t off = e->name_off, len = e->name_len;
-	if (len == 0 || (uint64_t)off + len >= h->geom.names_size || len >= cap ||
-	    names[off + len] != 0 || memchr(names + off, 0, len))
+	uint64_t first = e->first_pos, created = e->create_ns;
+
+	if (len == 0 || (uint64_t)off + len >= g->names_size || len >= cap)
 		return flit_err(EBADMSG, "topic %u: bad name (offset %u, %u bytes)", idx, off, len);
-	memcpy(out, names + off, len + 1);
+	/* copied, then checked: the writer's process may change it meanwhile */
+	memcpy(out, names + off, len);
+	out[len] = 0;
+	if (strlen(out) != len || names[off + len] != 0)
+		return flit_err(EBADMSG, "topic %u: bad name (offset %u, %u bytes)", idx, off, len);
 	if (!flit_topic_valid(out))
 		return flit_err(EBADMSG, "topic %u: '%s' is not a valid topic name", idx, out);
-	*first_pos = e->first_pos;
-	*create_ns = e->create_ns;
+	if (first & (SHM_REC_ALIGN - 1))
+		return flit_err(EBADMSG, "topic %u: first position %llu is not a record's", idx,
+				(unsigned long long)first);
+	*first_pos = first;
+	*create_ns = created;
 	return 0;
 }
 
-int shm_ring_ended_get(const void *mem, uint32_t i, struct shm_ended *out)
+int shm_ring_ended_get(const void *mem, const struct shm_geom *g, uint32_t i,
+		       struct shm_ended *out)
 {
-	const struct shm_hdr *h = mem;
-
-	if (i >= h->geom.topics_max)
-		return flit_err(EBADMSG, "ended entry %u beyond the table's %u", i, h->geom.topics_max);
-	*out = shm_ended_log((void *)mem)[i];
-	if (out->idx >= h->geom.topics_max)
+	if (i >= g->topics_max)
+		return flit_err(EBADMSG, "ended entry %u beyond the table's %u", i, g->topics_max);
+	memcpy(out, (const char *)mem + g->table_off + (uint64_t)g->topics_max * 32 +
+	       (uint64_t)i * sizeof(*out), sizeof(*out));
+	if (out->idx >= g->topics_max)
 		return flit_err(EBADMSG, "ended entry %u names topic %u, beyond the table's %u",
-				i, out->idx, h->geom.topics_max);
+				i, out->idx, g->topics_max);
 	return 0;
 }
 
 int shm_ring_validate(const void *mem, uint64_t size)
 {
-	const struct shm_hdr *h = mem;
-	const struct shm_geom *g = &h->geom;
+	if (size < SHM_SLOTS_OFF)
+		return flit_err(EBADMSG, "file too short for a flit shm header (%llu bytes)",
+				(unsigned long long)size);
+	return shm_geom_validate(&((const struct shm_hdr *)mem)->geom, size);
+}
 
+int shm_geom_validate(const struct shm_geom *g, uint64_t size)
+{
 	if (size < SHM_SLOTS_OFF)
 		return flit_err(EBADMSG, "file too short for a flit shm header (%llu bytes)",
 				(unsigned long long)size);
@@ -300,14 +313,20 @@ void shm_wr_zero_ahead(struct shm_wr *w)
 void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
 		 uint8_t *scratch, bool copy, uint64_t pos)
 {
+	shm_rd_init_g(r, mem, &((struct shm_hdr *)mem)->geom, slot, scratch, copy, pos);
+}
+
+void shm_rd_init_g(struct shm_rd *r, void *mem, const struct shm_geom *g,
+		   struct shm_slot *slot, uint8_t *scratch, bool copy, uint64_t pos)
+{
 	struct shm_hdr *h = mem;
 
 	memset(r, 0, sizeof(*r));
 	r->hdr = h;
-	r->data = (const uint8_t *)mem + h->geom.hdr_size;
-	r->cap = h->geom.capacity;
+	r->data = (const uint8_t *)mem + g->hdr_size;
+	r->cap = g->capacity;
 	r->mask = r->cap - 1;
-	r->max_frame = h->geom.max_frame;
+	r->max_frame = g->max_frame;
 	r->slot = slot;
 	r->scratch = scratch;
 	r->copy = copy;

@@ -234,6 +234,9 @@ int shm_ring_init_session(void *mem, uint64_t capacity, uint32_t max_readers,
 /* Validate a ring header against the size of the memory it sits in.
  * Returns 0, or -EBADMSG/-EPROTO with a trail naming the problem. */
 int shm_ring_validate(const void *mem, uint64_t size);
+/* The same for a copy of the geometry (a reader validates its own copy and
+ * uses only that: the file's may change under it). */
+int shm_geom_validate(const struct shm_geom *g, uint64_t size);
 
 /* ---- a session ring's topics ------------------------------------------------ */
 
@@ -256,12 +259,12 @@ static inline char *shm_names(void *mem)
 	return (char *)mem + h->geom.table_off + (uint64_t)h->geom.topics_max * 64;
 }
 
-/* Reader slot i's bitmap of wanted topics (a session ring). */
-static inline _Atomic uint64_t *shm_wants(void *mem, uint32_t i)
+/* Reader slot i's bitmap of wanted topics in a session ring of geometry g
+ * (a reader passes its validated copy: the file's may change under it). */
+static inline _Atomic uint64_t *shm_wants(void *mem, const struct shm_geom *g, uint32_t i)
 {
-	struct shm_hdr *h = mem;
-	return (_Atomic uint64_t *)(shm_names(mem) + h->geom.names_size +
-				    (uint64_t)i * shm_wants_size(h->geom.topics_max));
+	return (_Atomic uint64_t *)((char *)mem + g->table_off + (uint64_t)g->topics_max * 64 +
+				    g->names_size + (uint64_t)i * shm_wants_size(g->topics_max));
 }
 
 /* Writer: add a topic whose first record goes at or after pos.  Returns its
@@ -270,14 +273,16 @@ static inline _Atomic uint64_t *shm_wants(void *mem, uint32_t i)
 int shm_ring_topic_add(void *mem, const char *name, uint64_t pos, uint64_t create_ns);
 /* Writer: topic idx ended before end_pos, after `final` messages. */
 void shm_ring_topic_end(void *mem, uint32_t idx, uint64_t end_pos, uint64_t final);
-/* Reader: topic idx (below the published count), validated against the
- * mapping: its name copied to out (cap bytes), *first_pos, *create_ns.
- * 0, or -EBADMSG with a trail naming what is wrong. */
-int shm_ring_topic_get(const void *mem, uint32_t idx, char *out, size_t cap,
-		       uint64_t *first_pos, uint64_t *create_ns);
-/* Reader: ended-log entry i (below the published count), validated:
- * 0 or -EBADMSG. */
-int shm_ring_ended_get(const void *mem, uint32_t i, struct shm_ended *out);
+/* Reader: topic idx of the ring in mem whose geometry, validated by
+ * shm_ring_validate(), the reader copied to g (the file's own may change
+ * under it): its name copied to out (cap bytes), *first_pos (a record
+ * boundary), *create_ns.  0, or -EBADMSG with a trail naming what is
+ * wrong. */
+int shm_ring_topic_get(const void *mem, const struct shm_geom *g, uint32_t idx, char *out,
+		       size_t cap, uint64_t *first_pos, uint64_t *create_ns);
+/* Reader: ended-log entry i, validated: 0 or -EBADMSG. */
+int shm_ring_ended_get(const void *mem, const struct shm_geom *g, uint32_t i,
+		       struct shm_ended *out);
 
 /* ---- writer -------------------------------------------------------------- */
 
@@ -429,6 +434,9 @@ enum shm_rd_res {
  * from shm_rd_join(). */
 void shm_rd_init(struct shm_rd *r, void *mem, struct shm_slot *slot,
 		 uint8_t *scratch, bool copy, uint64_t pos);
+/* shm_rd_init() with the reader's validated copy of the geometry. */
+void shm_rd_init_g(struct shm_rd *r, void *mem, const struct shm_geom *g,
+		   struct shm_slot *slot, uint8_t *scratch, bool copy, uint64_t pos);
 #define SHM_SEQ_UNKNOWN UINT64_MAX
 /* Claim-time join protocol for a slot: returns the position to start at and
  * in *seq the sequence number of the message there (SHM_SEQ_UNKNOWN if the

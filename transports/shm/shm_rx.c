@@ -66,6 +66,21 @@ static void att_deactivate(struct shm_att *a)
 	a->ntopics_seen = a->nended_seen = 0;
 }
 
+/* The topics the ended log lists, into a->ended_bm (a watcher's: an ended
+ * topic is no reason to start reading). */
+static void ended_sync(struct shm_att *a)
+{
+	const struct shm_hdr *h = a->map;
+	uint32_t n = atomic_load_explicit(&h->tl.nended, memory_order_acquire);
+	struct shm_ended e;
+
+	if (n > a->g.topics_max)
+		n = a->g.topics_max;
+	for (; a->nended_bm < n; a->nended_bm++)
+		if (!shm_ring_ended_get(a->map, &a->g, a->nended_bm, &e))
+			a->ended_bm[e.idx / 8] |= (uint8_t)(1u << (e.idx % 8));
+}
+
 /* Returns the number of EOS events delivered. */
 int shm_att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags)
 {
@@ -88,6 +103,7 @@ int shm_att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags)
 	free(a->rd.scratch);
 	free(a->cu.scratch);
 	free(a->pend);
+	free(a->ended_bm);
 	free(a);
 	return events;
 }
@@ -95,9 +111,7 @@ int shm_att_detach(struct flit_tp *tp, struct shm_att *a, uint32_t eos_flags)
 /* Take a reader slot: the first whose lock we can take.  0, or -EUSERS. */
 static int slot_claim(struct shm_att *a)
 {
-	const struct shm_hdr *h = a->map;
-
-	for (uint32_t i = 0; i < h->geom.max_readers; i++) {
+	for (uint32_t i = 0; i < a->g.max_readers; i++) {
 		if (shm_ofd_lock(a->fd, 1 + i, F_WRLCK))
 			continue;
 		struct shm_slot *sl = shm_slot(a->map, i);
@@ -108,14 +122,14 @@ static int slot_claim(struct shm_att *a)
 		return 0;
 	}
 	return flit_err(EUSERS, "shm: %s: all %u reader slots are taken (source.shm.max_readers)",
-			a->path, h->geom.max_readers);
+			a->path, a->g.max_readers);
 }
 
 static const char *source_name(const struct shm_att *a, char *buf, size_t cap)
 {
 	const struct shm_hdr *h = a->map;
 
-	snprintf(buf, cap, "shm:pid=%u,session=%08x%s", h->st.writer_pid, h->geom.session_id,
+	snprintf(buf, cap, "shm:pid=%u,session=%08x%s", h->st.writer_pid, a->g.session_id,
 		 a->writable ? "" : ",passive");
 	return buf;
 }
@@ -124,26 +138,25 @@ static const char *source_name(const struct shm_att *a, char *buf, size_t cap)
  * *seq0: the sequence number there (SHM_SEQ_UNKNOWN: unknown). */
 static int att_join(struct shm_att *a, uint64_t *pos, uint64_t *seq0)
 {
-	const struct shm_hdr *h = a->map;
 	int err;
 
 	a->slot_idx = UINT32_MAX;
 	if (a->writable && (err = slot_claim(a)))
 		return err;
-	bool copy = !a->writable || h->geom.mode == FLIT_SHM_OVERWRITE;
-	if (copy && !(a->rd.scratch = malloc(h->geom.max_frame))) {
+	bool copy = !a->writable || a->g.mode == FLIT_SHM_OVERWRITE;
+	if (copy && !(a->rd.scratch = malloc(a->g.max_frame))) {
 		slot_release(a);
 		return flit_err(ENOMEM, "shm: out of memory");
 	}
 	struct shm_slot *sl = a->writable ? shm_slot(a->map, a->slot_idx) : NULL;
 	if (sl && a->table) {
 		/* a slot's bitmap may hold a dead predecessor's bits */
-		_Atomic uint64_t *w = shm_wants(a->map, a->slot_idx);
-		for (uint64_t i = 0; i < shm_wants_size(h->geom.topics_max) / 8; i++)
+		_Atomic uint64_t *w = shm_wants(a->map, &a->g, a->slot_idx);
+		for (uint64_t i = 0; i < shm_wants_size(a->g.topics_max) / 8; i++)
 			atomic_store_explicit(&w[i], 0, memory_order_relaxed);
 	}
 	*pos = shm_rd_join((struct shm_hdr *)a->map, sl, a->gen_state, seq0);
-	shm_rd_init(&a->rd, a->map, sl, a->rd.scratch, copy, *pos);
+	shm_rd_init_g(&a->rd, a->map, &a->g, sl, a->rd.scratch, copy, *pos);
 	a->checked_pos = a->rd.pos;
 	return 0;
 }
@@ -152,13 +165,11 @@ static int att_join(struct shm_att *a, uint64_t *pos, uint64_t *seq0)
  * still holds it. */
 static int att_catch_up_from(struct shm_att *a, uint64_t from, uint64_t pos)
 {
-	const struct shm_hdr *h = a->map;
-
-	if (from >= pos || pos - from > h->geom.capacity)
+	if (from >= pos || pos - from > a->g.capacity || (from & (SHM_REC_ALIGN - 1)))
 		return 0;
-	if (!(a->cu.scratch = malloc(h->geom.max_frame)))
+	if (!(a->cu.scratch = malloc(a->g.max_frame)))
 		return flit_err(ENOMEM, "shm: out of memory");
-	shm_rd_init(&a->cu, a->map, NULL, a->cu.scratch, true, from);
+	shm_rd_init_g(&a->cu, a->map, &a->g, NULL, a->cu.scratch, true, from);
 	a->cu_end = pos;
 	a->cu_on = true;
 	return 1;
@@ -168,11 +179,9 @@ static int att_catch_up_from(struct shm_att *a, uint64_t from, uint64_t pos)
  * ring: flit_pub_receivers() counts the readers that want its topic). */
 static void want_bit(struct shm_att *a, uint32_t idx, bool on)
 {
-	const struct shm_hdr *h = a->map;
-
-	if (!a->rd.slot || idx >= h->geom.topics_max)
+	if (!a->rd.slot || idx >= a->g.topics_max)
 		return;
-	_Atomic uint64_t *w = &shm_wants(a->map, a->slot_idx)[idx / 64];
+	_Atomic uint64_t *w = &shm_wants(a->map, &a->g, a->slot_idx)[idx / 64];
 	uint64_t bit = 1ull << (idx % 64);
 	if (on)
 		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
@@ -193,7 +202,7 @@ static int att_activate_own(struct flit_tp *tp, struct shm_att *a)
 		return err;
 	/* where this receiver starts: a subscriber older than the ring, from
 	 * its first message; a late joiner, the last source.late_join ones */
-	enum flit_join jm = flit_ctx_join_mode(tp->ctx, a->topic, h->geom.create_ns);
+	enum flit_join jm = flit_ctx_join_mode(tp->ctx, a->topic, a->g.create_ns);
 	uint64_t offered = atomic_load(&h->w.late_join);
 	if (seq0 != SHM_SEQ_UNKNOWN &&
 	    (jm == FLIT_JOIN_FIRST || (jm == FLIT_JOIN_LATE && offered))) {
@@ -201,7 +210,7 @@ static int att_activate_own(struct flit_tp *tp, struct shm_att *a)
 		if ((err = att_catch_up_from(a, from, pos)) < 0)
 			goto fail;
 	}
-	a->rs = flit_rx_session_new(tp->ctx, h->geom.session_id, source_name(a, source, sizeof(source)));
+	a->rs = flit_rx_session_new(tp->ctx, a->g.session_id, source_name(a, source, sizeof(source)));
 	if (!a->rs) {
 		err = -errno;
 		goto fail;
@@ -235,14 +244,14 @@ static uint32_t table_count(const struct shm_att *a)
 {
 	const struct shm_hdr *h = a->map;
 	uint32_t n = atomic_load_explicit(&h->tl.ntopics, memory_order_acquire);
-	return n < h->geom.topics_max ? n : h->geom.topics_max;
+	return n < a->g.topics_max ? n : a->g.topics_max;
 }
 
 static uint32_t ended_count(const struct shm_att *a)
 {
 	const struct shm_hdr *h = a->map;
 	uint32_t n = atomic_load_explicit(&h->tl.nended, memory_order_acquire);
-	return n < h->geom.topics_max ? n : h->geom.topics_max;
+	return n < a->g.topics_max ? n : a->g.topics_max;
 }
 
 /* Where the reader is: catching up, or live. */
@@ -287,21 +296,37 @@ static int run_ends(struct shm_att *a)
 	return events;
 }
 
+static bool rs_wants_any(const struct flit_rx_session *rs);
+static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
+			   const uint8_t *skip);
+
 /* New ended-log entries: each topic ends once the reader passes its end. */
 static int att_ended(struct flit_tp *tp, struct shm_att *a)
 {
 	uint32_t n = ended_count(a);
 	struct shm_ended e;
+	int events = 0;
 
+	/* a topic's entry is published before its end: name what came since
+	 * we last looked, so that no end finds its topic unnamed */
+	if (table_count(a) != a->ntopics_seen)
+		events += att_name_topics(tp, a, att_pos(a), NULL);
 	for (; a->nended_seen < n; a->nended_seen++) {
-		if (shm_ring_ended_get(a->map, a->nended_seen, &e)) {
+		if (shm_ring_ended_get(a->map, &a->g, a->nended_seen, &e)) {
 			table_bad(tp, a);
 			continue;
 		}
 		if (e.idx < a->ntopics_seen && pend_add(a, e.idx, e.end_pos, e.final))
 			flit_warn("%s", flit_errmsg());
 	}
-	return run_ends(a);
+	events += run_ends(a);
+	/* nothing of the ring is wanted any more: back to watching (the slot
+	 * goes back: a paced writer no longer waits for us) */
+	if (!a->npend && !a->cu_on && !rs_wants_any(a->rs)) {
+		att_deactivate(a);
+		a->ntopics_seen = table_count(a);
+	}
+	return events;
 }
 
 /* Name entries [ntopics_seen, count) to the core.  from: where the reader
@@ -316,11 +341,13 @@ static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
 	uint64_t first, created;
 	int events = 0;
 
+	uint32_t i0 = a->ntopics_seen;
+
 	for (; a->ntopics_seen < n; a->ntopics_seen++) {
 		uint32_t i = a->ntopics_seen;
 		if (skip && (skip[i / 8] & (1u << (i % 8))))
 			continue;
-		if (shm_ring_topic_get(a->map, i, name, sizeof(name), &first, &created)) {
+		if (shm_ring_topic_get(a->map, &a->g, i, name, sizeof(name), &first, &created)) {
 			table_bad(tp, a);
 			continue;
 		}
@@ -332,9 +359,14 @@ static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
 		events += r;
 		if (r)
 			want_bit(a, i, true);
-		if (first >= from)
-			flit_rx_session_topic_from(a->rs, i, 0);
 	}
+	/* then (the session numbers each topic once it has two) a topic whose
+	 * first record is still ahead of us is known from its number 0 */
+	for (uint32_t i = i0; i < n; i++)
+		if (!(skip && (skip[i / 8] & (1u << (i % 8)))) &&
+		    !shm_ring_topic_get(a->map, &a->g, i, name, sizeof(name), &first, &created) &&
+		    first >= from)
+			flit_rx_session_topic_from(a->rs, i, 0);
 	return events;
 }
 
@@ -345,8 +377,11 @@ static bool table_wants(struct flit_tp *tp, struct shm_att *a, uint32_t from)
 	char name[FLIT_TOPIC_MAX + 1];
 	uint64_t first, created;
 
+	ended_sync(a);
 	for (uint32_t i = from; i < n; i++) {
-		if (shm_ring_topic_get(a->map, i, name, sizeof(name), &first, &created)) {
+		if (a->ended_bm[i / 8] & (1u << (i % 8)))
+			continue; /* over: no reason to read the ring */
+		if (shm_ring_topic_get(a->map, &a->g, i, name, sizeof(name), &first, &created)) {
 			table_bad(tp, a);
 			continue;
 		}
@@ -373,7 +408,7 @@ static int att_activate_session(struct flit_tp *tp, struct shm_att *a)
 	uint64_t from = pos, start = atomic_load_explicit(&h->w.start, memory_order_acquire);
 	n = table_count(a);
 	for (uint32_t i = 0; i < n; i++) {
-		if (shm_ring_topic_get(a->map, i, name, sizeof(name), &first, &created))
+		if (shm_ring_topic_get(a->map, &a->g, i, name, sizeof(name), &first, &created))
 			continue;
 		if (first < from && first >= start &&
 		    flit_ctx_join_mode(tp->ctx, name, created) ==
@@ -385,7 +420,7 @@ static int att_activate_session(struct flit_tp *tp, struct shm_att *a)
 	err = 0;
 	if (!a->cu_on)
 		from = pos;
-	a->rs = flit_rx_session_new(tp->ctx, h->geom.session_id, source_name(a, source, sizeof(source)));
+	a->rs = flit_rx_session_new(tp->ctx, a->g.session_id, source_name(a, source, sizeof(source)));
 	if (!a->rs) {
 		err = -errno;
 		goto fail;
@@ -394,7 +429,7 @@ static int att_activate_session(struct flit_tp *tp, struct shm_att *a)
 		flit_rx_session_start(a->rs, seq0);
 	/* topics that ended before where we start are not named; those that
 	 * end after it end when the reader gets there */
-	uint8_t *skip = calloc(h->geom.topics_max / 8 + 1, 1);
+	uint8_t *skip = calloc(a->g.topics_max / 8 + 1, 1);
 	if (!skip) {
 		err = flit_err(ENOMEM, "shm: out of memory");
 		goto fail_rs;
@@ -402,7 +437,7 @@ static int att_activate_session(struct flit_tp *tp, struct shm_att *a)
 	struct shm_ended e;
 	ne = ended_count(a);
 	for (a->nended_seen = 0; a->nended_seen < ne; a->nended_seen++) {
-		if (shm_ring_ended_get(a->map, a->nended_seen, &e)) {
+		if (shm_ring_ended_get(a->map, &a->g, a->nended_seen, &e)) {
 			table_bad(tp, a);
 			continue;
 		}
@@ -437,6 +472,7 @@ static int att_table(struct flit_tp *tp, struct shm_att *a, bool all)
 		if (!table_wants(tp, a, from))
 			return 0;
 		int r = att_activate_session(tp, a);
+		a->retry = r < 0;
 		if (r < 0)
 			flit_warn("%s", flit_errmsg());
 		return r < 0 ? 0 : r;
@@ -478,7 +514,8 @@ int shm_att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 		free(a);
 		goto bad_fd;
 	}
-	if ((err = shm_ring_validate(a->map, (uint64_t)st->st_size))) {
+	memcpy(&a->g, &((const struct shm_hdr *)a->map)->geom, sizeof(a->g));
+	if ((err = shm_geom_validate(&a->g, (uint64_t)st->st_size))) {
 		flit_err_wrap(-err, "shm: %s", path);
 		goto bad;
 	}
@@ -494,8 +531,15 @@ int shm_att_open(struct flit_tp *tp, int fd, bool writable, const char *path,
 		close(fd);
 		return 0;
 	}
-	a->table = h->geom.topics_max > 0;
-	snprintf(a->topic, sizeof(a->topic), "%s", h->geom.topic);
+	a->table = a->g.topics_max > 0;
+	snprintf(a->topic, sizeof(a->topic), "%s", a->g.topic);
+	if (a->table && !(a->ended_bm = calloc(a->g.topics_max / 8 + 1, 1))) {
+		err = flit_err(ENOMEM, "shm: out of memory");
+		munmap(a->map, a->map_len);
+		free(a);
+		close(fd);
+		return err;
+	}
 	flit_ctx_rcv_cfg(tp->ctx, a->table ? "" : a->topic, &rc);
 	a->liveness_ms = rc.shm_liveness_ms;
 	a->next_check_ns = flit_monotonic_now() + (uint64_t)a->liveness_ms * 1000000u;
@@ -692,6 +736,10 @@ int shm_rx_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 			att_check(a, now);
 		if (now >= tp->next_scan_ns) {
 			tp->next_scan_ns = now + (uint64_t)tp->discovery_ms * 1000000u;
+			/* a session ring whose slots were all taken: try again */
+			for (struct shm_att *a = tp->atts; a; a = a->next)
+				if (a->retry && !a->rs)
+					n += att_table(tp, a, true);
 			if (flit_ctx_wants_any(tp->ctx))
 				n += shm_rescan(tp);
 		}

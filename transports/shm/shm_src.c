@@ -51,6 +51,39 @@ static inline void sess_lock(struct shm_sess *s)
 	s->depth = 1;
 }
 
+/* Take the lock without waiting (or again, by its holder).  */
+static inline bool sess_trylock(struct shm_sess *s)
+{
+	uint32_t me = tid();
+
+	if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me) {
+		s->depth++;
+		return true;
+	}
+	if (atomic_exchange_explicit(&s->spin, 1, memory_order_acquire))
+		return false;
+	atomic_store_explicit(&s->owner, me, memory_order_relaxed);
+	s->depth = 1;
+	return true;
+}
+
+/* Commit or abort on another thread than the claim's: that thread handed
+ * the claim (and the session's lock it holds) over to this one. */
+static inline void sess_adopt(struct shm_sess *s)
+{
+	atomic_store_explicit(&s->owner, tid(), memory_order_relaxed);
+}
+
+/* The lock, for an operation on publisher t: a publisher is driven by one
+ * thread at a time, so when t's claim is open and another thread holds the
+ * lock for it, that thread handed t (and its claim) over to this one. */
+static inline void sess_lock_t(struct shm_sess *s, const struct shm_topic *t)
+{
+	if (s->claimer == t && atomic_load_explicit(&s->owner, memory_order_relaxed) != tid())
+		sess_adopt(s);
+	sess_lock(s);
+}
+
 static inline void sess_unlock(struct shm_sess *s)
 {
 	if (--s->depth)
@@ -289,7 +322,6 @@ static int sess_add_topic(struct shm_sess *s, struct shm_topic *t)
 		if (s->live >= 1 && !s->tseq) {
 			s->tseq = true;
 			s->fflags |= FLIT_FF_TSEQ;
-			s->max_msg -= FLIT_MSG_TSEQ_LEN;
 		}
 	} else {
 		if (!s->captopics) {
@@ -340,8 +372,10 @@ static int sess_new(struct flit_tp *tp, struct shm_topic *t, const struct flit_c
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	shm_wr_init(&s->w, s->map);
+	/* a session's with room for topic numbers from the start (a second
+	 * publisher must not shrink it) */
 	s->max_msg = s->w.max_frame - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN - FLIT_MSG_TS_LEN -
-		FLIT_MSG_TSEQ_LEN;
+		(s->table ? FLIT_MSG_TSEQ_LEN : 0);
 	/* a batch frame can be no larger than the ring's largest record */
 	if (s->batch_max > s->w.max_frame)
 		s->batch_max = (uint32_t)s->w.max_frame;
@@ -376,6 +410,7 @@ int shm_src_open(struct flit_tp *tp, const char *topic,
 	 * none of its) */
 	bool own = !strcmp(cfg->session, FLIT_SESSION_OWN) || (!cfg->session[0] && cfg->late_join);
 
+again:
 	pthread_mutex_lock(&tp->lock);
 	if (!own) {
 		for (s = tp->srcs; s; s = s->next) {
@@ -391,7 +426,13 @@ int shm_src_open(struct flit_tp *tp, const char *topic,
 						"batch, batch_max and timestamps must be equal)",
 						topic, cfg->session);
 			}
-			sess_lock(s);
+			/* never wait for a session while holding the list (its
+			 * holder, in a claim, may be waiting for the list) */
+			if (!sess_trylock(s)) {
+				pthread_mutex_unlock(&tp->lock);
+				sched_yield();
+				goto again;
+			}
 			err = sess_add_topic(s, t);
 			sess_unlock(s);
 			if (err == -ENOSPC)
@@ -482,10 +523,16 @@ void shm_src_close(struct flit_tsrc *ts)
 		return;
 	s = t->ss;
 	tp = s->tp;
+	/* the session first, then the list: a thread holding the session (a
+	 * claim) may wait for the list (flit_pub_new), never the other way */
+	if (s->shared)
+		sess_lock_t(s, t);
 	pthread_mutex_lock(&tp->lock);
-	sess_lock(s);
-	if (s->claimer == t)
+	if (s->claimer == t) {
 		claim_undo(s);
+		if (s->shared)
+			sess_unlock(s); /* the claim's */
+	}
 	/* what it sent goes out first (unless this thread's claim of
 	 * another topic holds the frame: then its end is after that frame) */
 	uint64_t end = s->w.pos + (s->claimer ? 1 : 0);
@@ -498,15 +545,16 @@ void shm_src_close(struct flit_tsrc *ts)
 	s->live--;
 	if (s->lead == t->idx && s->live) {
 		/* the next publisher reports the session's counters */
-		s->frames_base = s->w.frames;
-		s->bp_base = s->w.back_pressured;
-		s->ev_base = s->evicted;
+		s->frames_base = s->frames_rep;
+		s->bp_base = s->bp_rep;
+		s->ev_base = s->ev_rep;
 		while (s->lead < s->ntopics && !s->topics[s->lead])
 			s->lead++;
 	}
 	bool last = !s->live;
 	/* a session nobody else names ends with its last topic */
-	sess_unlock(s);
+	if (s->shared)
+		sess_unlock(s);
 	if (last)
 		sess_close(s);
 	pthread_mutex_unlock(&tp->lock);
@@ -573,7 +621,8 @@ static inline uint8_t *put_hdr(const struct shm_sess *s, const struct shm_topic 
 /* No further message (even an empty one) fits in the open batch frame. */
 static inline bool batch_full(const struct shm_sess *s)
 {
-	return s->w.flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + FLIT_MSG_TSEQ_LEN + 8 > s->batch_max;
+	return s->w.flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + (s->table ? FLIT_MSG_TSEQ_LEN : 0) + 8 >
+		s->batch_max;
 }
 
 static int sess_claim(struct shm_sess *s, struct shm_topic *t, size_t len, void **buf)
@@ -654,7 +703,7 @@ int shm_claim(struct flit_tsrc *ts, size_t len, void **buf)
 
 	if (!s->shared)
 		return sess_claim(s, t, len, buf);
-	sess_lock(s);
+	sess_lock_t(s, t);
 	int rc = sess_claim(s, t, len, buf);
 	/* held until the commit (or abort) */
 	if (rc)
@@ -669,7 +718,7 @@ int shm_commit(struct flit_tsrc *ts, size_t len)
 
 	if (!s->shared)
 		return sess_commit(s, t, len);
-	sess_lock(s);
+	sess_lock_t(s, t);
 	int rc = sess_commit(s, t, len);
 	sess_unlock(s);
 	if (!rc)
@@ -683,7 +732,7 @@ int shm_abort(struct flit_tsrc *ts)
 	struct shm_sess *s = t->ss;
 
 	if (s->shared)
-		sess_lock(s);
+		sess_lock_t(s, t);
 	if (!s->w.claim || s->claimer != t) {
 		if (s->shared)
 			sess_unlock(s);
@@ -755,7 +804,7 @@ int shm_send(struct flit_tsrc *ts, const void *data, size_t len)
 
 	if (!s->shared)
 		return sess_send(s, t, data, len);
-	sess_lock(s);
+	sess_lock_t(s, t);
 	int rc = FLIT_LIKELY(!s->claimer)
 		? sess_send(s, t, data, len)
 		: flit_err(EBUSY, s->claimer == t ? "shm: a claim is already open on this source"
@@ -771,7 +820,7 @@ int shm_flush(struct flit_tsrc *ts)
 	int rc = 0;
 
 	if (s->shared)
-		sess_lock(s);
+		sess_lock_t(s, t);
 	if (s->claimer)
 		rc = flit_err(EBUSY, "shm: flush with a claim open (commit or abort it first)");
 	else
@@ -783,11 +832,12 @@ int shm_flush(struct flit_tsrc *ts)
 
 int shm_receivers(struct flit_tsrc *ts)
 {
-	struct shm_sess *s = ((struct shm_topic *)ts)->ss;
+	const struct shm_topic *t = (const struct shm_topic *)ts;
+	struct shm_sess *s = t->ss;
 	int n = 0;
 
 	if (s->shared)
-		sess_lock(s);
+		sess_lock_t(s, t);
 	evict_dead(s, true);
 	if (s->shared)
 		sess_unlock(s);
@@ -795,7 +845,7 @@ int shm_receivers(struct flit_tsrc *ts)
 	uint32_t idx = ((struct shm_topic *)ts)->idx;
 	for (uint32_t i = 0; i < s->w.max_readers; i++)
 		if ((atomic_load(&shm_slot(s->w.hdr, i)->state) & 0xff) == SHM_SLOT_ACTIVE &&
-		    (!s->table || (atomic_load(&shm_wants(s->map, i)[idx / 64]) >> (idx % 64) & 1)))
+		    (!s->table || (atomic_load(&shm_wants(s->map, &s->w.hdr->geom, i)[idx / 64]) >> (idx % 64) & 1)))
 			n++;
 	return n;
 }
@@ -819,13 +869,19 @@ void shm_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 	struct shm_sess *s = t->ss;
 
 	if (s->shared)
-		sess_lock(s);
+		sess_lock_t(s, t);
 	c->msgs_sent += t->msgs;
 	c->bytes_sent += t->bytes;
 	if (s->lead == t->idx) {
 		c->frames_sent += s->w.frames - s->frames_base;
 		c->back_pressured += s->w.back_pressured - s->bp_base;
 		c->readers_evicted += s->evicted - s->ev_base;
+		/* a closing lead's last report goes into the context's totals:
+		 * the next lead reports from there (nothing counted twice, and
+		 * nothing published since lost) */
+		s->frames_rep = s->w.frames;
+		s->bp_rep = s->w.back_pressured;
+		s->ev_rep = s->evicted;
 	}
 	if (s->shared)
 		sess_unlock(s);
