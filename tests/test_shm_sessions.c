@@ -505,40 +505,113 @@ static void closing_a_publisher_with_a_claim_open_frees_the_session(void **state
 	flit_ctx_close(pc);
 }
 
-struct handoff { flit_pub *p; void *buf; int rc; };
+struct handoff { flit_pub *p; void *buf; int rc; char why[256]; };
 
 static void *commit_elsewhere(void *arg)
 {
 	struct handoff *h = arg;
 	tl_fill(h->buf, 16, 0);
 	h->rc = flit_pub_commit(h->p, 16);
+	snprintf(h->why, sizeof(h->why), "%s", flit_errmsg()); /* the thread's own */
 	return NULL;
 }
 
-/* A claim made on one thread and committed on another (a hand-over). */
-static void a_claim_committed_on_another_thread_goes_through(void **state)
+/* A shared session's claim holds its lock until the commit: a commit on
+ * another thread is refused, clearly, and the claiming thread's goes
+ * through; a ring of its own takes a commit from any thread. */
+static void a_claim_is_committed_on_its_own_thread_in_a_shared_session(void **state)
 {
 	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
-	struct log l = { .prefix = "ss.k", .stop_at = 2 };
+	struct log l = { .prefix = "ss.k", .stop_at = 3 };
 	flit_pub *a = pub_of(pc, "ss.k", 0, NULL), *b = pub_of(pc, "ss.k", 1, NULL);
-	struct handoff h = { .p = a, .rc = -1 };
+	flit_pub *o = pub_of(pc, "ss.k", 2, "source.session = own");
+	struct handoff h = { .p = a, .rc = 1 }, ho = { .p = o, .rc = 1 };
 	pthread_t t;
 
 	(void)state;
 	sub_of(sc, &l, "ss.k*", true);
-	for (int i = 0; i < 1000 && flit_pub_receivers(b) < 1; i++)
+	for (int i = 0; i < 1000 && (flit_pub_receivers(b) < 1 || flit_pub_receivers(o) < 1); i++)
 		flit_ctx_poll(sc, 0);
 	assert_int_equal(flit_pub_claim(a, 16, &h.buf), 0);
 	assert_int_equal(pthread_create(&t, NULL, commit_elsewhere, &h), 0);
 	pthread_join(t, NULL);
-	assert_int_equal(h.rc, 0);
-	send_n(b, sc, 1);  /* the session is free again, for this thread too */
+	assert_int_equal(h.rc, -EBUSY);
+	assert_non_null(strstr(h.why, "claiming thread"));
+	assert_int_equal(flit_pub_commit(a, 16), 0);
+	send_n(b, sc, 1);  /* the session is free again */
+	assert_int_equal(flit_pub_claim(o, 16, &ho.buf), 0);
+	assert_int_equal(pthread_create(&t, NULL, commit_elsewhere, &ho), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(ho.rc, 0);
 	assert_true(tl_poll_until(sc, &l.done, 5000));
 	assert_int_equal(l.data[0], 1);
 	assert_int_equal(l.data[1], 1);
+	assert_int_equal(l.data[2], 1);
 	assert_int_equal(l.bad, 0);
 	flit_pub_close(a);
 	flit_pub_close(b);
+	flit_pub_close(o);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+/* Threads writing their own topics of one session at once (the lock's
+ * bias taken from the first by the others): every message of every topic
+ * once, in order. */
+struct blaster { flit_pub *p; uint64_t n; int bp; };
+
+static void *blast(void *arg)
+{
+	struct blaster *b = arg;
+	unsigned char buf[16];
+	for (uint64_t k = 0; k < b->n; k++) {
+		tl_fill(buf, sizeof(buf), k);
+		int rc;
+		while ((rc = flit_pub_send(b->p, buf, sizeof(buf))) == FLIT_BACK_PRESSURED)
+			b->bp++;
+		if (rc)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void threads_writing_one_session_keep_every_topic_whole(void **state)
+{
+	enum { TH = 3, N = 200000 };
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { .prefix = "ss.q", .stop_at = (uint64_t)TH * N };
+	struct blaster b[TH];
+	pthread_t th[TH];
+
+	(void)state;
+	sub_of(sc, &l, "ss.q*", true);
+	for (unsigned i = 0; i < TH; i++)
+		b[i] = (struct blaster){ .p = pub_of(pc, "ss.q", i, i == 1 ? "batch = true" : NULL), .n = N };
+	for (int i = 0; i < 1000 && flit_pub_receivers(b[TH - 1].p) < 1; i++)
+		flit_ctx_poll(sc, 0);
+	/* the main thread takes the lock first (the bias is its) */
+	flit_pub_flush(b[0].p);
+	for (unsigned i = 0; i < TH; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, blast, &b[i]), 0);
+	uint64_t end = tl_now_ms() + 30000;
+	while (!l.done && tl_now_ms() < end) {
+		flit_ctx_poll(sc, 0);
+		if (l.total >= (uint64_t)(TH - 1) * N + N - 200) /* the batch's tail */
+			for (unsigned i = 0; i < TH; i++)
+				flit_pub_flush(b[i].p);
+	}
+	for (unsigned i = 0; i < TH; i++)
+		pthread_join(th[i], NULL);
+	for (unsigned i = 0; i < TH; i++)
+		flit_pub_flush(b[i].p);
+	poll_ms(sc, 100);
+	for (unsigned i = 0; i < TH; i++) {
+		assert_int_equal(l.data[i], N);
+		assert_int_equal(l.lost[i], 0);
+	}
+	assert_int_equal(l.bad, 0);
+	for (unsigned i = 0; i < TH; i++)
+		flit_pub_close(b[i].p);
 	flit_ctx_close(sc);
 	flit_ctx_close(pc);
 }
@@ -687,7 +760,8 @@ int main(void)
 		cmocka_unit_test(named_session_refuses_other_settings_and_own_gets_a_ring),
 		cmocka_unit_test(damaged_table_entry_is_refused_and_counted),
 		cmocka_unit_test(closing_a_publisher_with_a_claim_open_frees_the_session),
-		cmocka_unit_test(a_claim_committed_on_another_thread_goes_through),
+		cmocka_unit_test(a_claim_is_committed_on_its_own_thread_in_a_shared_session),
+		cmocka_unit_test(threads_writing_one_session_keep_every_topic_whole),
 		cmocka_unit_test(a_topic_born_and_ended_during_a_poll_gets_its_eos),
 		cmocka_unit_test(a_subscriber_of_an_ended_topic_holds_nothing_back),
 		cmocka_unit_test(a_subscriber_refused_a_slot_gets_one_when_it_frees),

@@ -198,6 +198,7 @@ static int shm_open_tp(struct flit_ctx *ctx, struct flit_tp **out)
 	tp->ctx = ctx;
 	tp->reg_fd = -1;
 	pthread_mutex_init(&tp->lock, NULL);
+	shm_lock_init_process();
 	flit_ctx_rcv_cfg(ctx, "", &rc);
 	tp->discovery_ms = rc.discovery_ms;
 	if ((err = mkdir_shared(c->shm_dir))) {

@@ -49,6 +49,7 @@
 
 #include "core.h"
 #include "shm/shm_ring.h"
+#include "shm/shm_lock.h"
 
 #define REGISTRY_NAME  ".registry"
 #define REGISTRY_MAGIC 0x5947455254494c46ull /* "FLITREGY" */
@@ -96,9 +97,7 @@ struct shm_topic {
 /* A session: one ring, written by the publishers of its topics. */
 struct shm_sess {
 	struct shm_wr w;             /* hot state first */
-	_Atomic int spin;            /* shared: the writer's lock */
-	_Atomic uint32_t owner;      /* the thread holding it (its tid), 0 */
-	uint32_t depth;              /* how often it holds it */
+	struct shm_lock lk;          /* shared: the writer's lock (shm_lock.h) */
 	bool shared;                 /* publishers may come: lock every write */
 	bool batch, ts;
 	bool tseq;                   /* several topics: messages carry FLIT_FF_TSEQ */

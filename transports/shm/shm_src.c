@@ -20,76 +20,24 @@
 #include <unistd.h>
 
 #include "shm/shm.h"
+#include "shm/shm_lock.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* ---- the session lock --------------------------------------------------- */
+/* ---- the session lock (shm_lock.h) ---------------------------------------- */
 
-static __thread uint32_t my_tid;
+static inline void sess_lock(struct shm_sess *s) { shm_lock_take(&s->lk); }
+static inline bool sess_trylock(struct shm_sess *s) { return shm_lock_try(&s->lk); }
+static inline void sess_unlock(struct shm_sess *s) { shm_lock_give(&s->lk); }
 
-static inline uint32_t tid(void)
+/* t's claim is open and held by another thread: a shared session's claim
+ * holds the session's lock until its commit, on its own thread. */
+static inline bool claim_elsewhere(struct shm_sess *s, const struct shm_topic *t)
 {
-	if (FLIT_UNLIKELY(!my_tid))
-		my_tid = (uint32_t)syscall(SYS_gettid);
-	return my_tid;
-}
-
-static inline void sess_lock(struct shm_sess *s)
-{
-	uint32_t me = tid();
-
-	if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me) {
-		s->depth++;
-		return;
-	}
-	while (atomic_exchange_explicit(&s->spin, 1, memory_order_acquire))
-		while (atomic_load_explicit(&s->spin, memory_order_relaxed))
-			__builtin_ia32_pause();
-	atomic_store_explicit(&s->owner, me, memory_order_relaxed);
-	s->depth = 1;
-}
-
-/* Take the lock without waiting (or again, by its holder).  */
-static inline bool sess_trylock(struct shm_sess *s)
-{
-	uint32_t me = tid();
-
-	if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me) {
-		s->depth++;
-		return true;
-	}
-	if (atomic_exchange_explicit(&s->spin, 1, memory_order_acquire))
-		return false;
-	atomic_store_explicit(&s->owner, me, memory_order_relaxed);
-	s->depth = 1;
-	return true;
-}
-
-/* Commit or abort on another thread than the claim's: that thread handed
- * the claim (and the session's lock it holds) over to this one. */
-static inline void sess_adopt(struct shm_sess *s)
-{
-	atomic_store_explicit(&s->owner, tid(), memory_order_relaxed);
-}
-
-/* The lock, for an operation on publisher t: a publisher is driven by one
- * thread at a time, so when t's claim is open and another thread holds the
- * lock for it, that thread handed t (and its claim) over to this one. */
-static inline void sess_lock_t(struct shm_sess *s, const struct shm_topic *t)
-{
-	if (s->claimer == t && atomic_load_explicit(&s->owner, memory_order_relaxed) != tid())
-		sess_adopt(s);
-	sess_lock(s);
-}
-
-static inline void sess_unlock(struct shm_sess *s)
-{
-	if (--s->depth)
-		return;
-	atomic_store_explicit(&s->owner, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->spin, 0, memory_order_release);
+	return s->claimer == t &&
+		atomic_load_explicit(&s->lk.owner, memory_order_relaxed) != shm_lock_tid();
 }
 
 /* ---- rings -------------------------------------------------------------- */
@@ -526,7 +474,7 @@ void shm_src_close(struct flit_tsrc *ts)
 	/* the session first, then the list: a thread holding the session (a
 	 * claim) may wait for the list (flit_pub_new), never the other way */
 	if (s->shared)
-		sess_lock_t(s, t);
+		sess_lock(s);
 	pthread_mutex_lock(&tp->lock);
 	if (s->claimer == t) {
 		claim_undo(s);
@@ -703,7 +651,9 @@ int shm_claim(struct flit_tsrc *ts, size_t len, void **buf)
 
 	if (!s->shared)
 		return sess_claim(s, t, len, buf);
-	sess_lock_t(s, t);
+	if (claim_elsewhere(s, t))
+		return flit_err(EBUSY, "shm: a claim is already open on this source (on another thread)");
+	shm_lock_take_for_claim(&s->lk);
 	int rc = sess_claim(s, t, len, buf);
 	/* held until the commit (or abort) */
 	if (rc)
@@ -718,7 +668,11 @@ int shm_commit(struct flit_tsrc *ts, size_t len)
 
 	if (!s->shared)
 		return sess_commit(s, t, len);
-	sess_lock_t(s, t);
+	if (claim_elsewhere(s, t))
+		return flit_err(EBUSY, "shm: commit on another thread than the claim's (a shared session's "
+				"claim holds its lock until the commit, on the claiming thread; "
+				"source.session = own lifts that)");
+	sess_lock(s);
 	int rc = sess_commit(s, t, len);
 	sess_unlock(s);
 	if (!rc)
@@ -731,8 +685,12 @@ int shm_abort(struct flit_tsrc *ts)
 	struct shm_topic *t = (struct shm_topic *)ts;
 	struct shm_sess *s = t->ss;
 
-	if (s->shared)
-		sess_lock_t(s, t);
+	if (s->shared) {
+		if (claim_elsewhere(s, t))
+			return flit_err(EBUSY, "shm: abort on another thread than the claim's (a shared "
+					"session's claim holds its lock until then)");
+		sess_lock(s);
+	}
 	if (!s->w.claim || s->claimer != t) {
 		if (s->shared)
 			sess_unlock(s);
@@ -804,7 +762,7 @@ int shm_send(struct flit_tsrc *ts, const void *data, size_t len)
 
 	if (!s->shared)
 		return sess_send(s, t, data, len);
-	sess_lock_t(s, t);
+	sess_lock(s);
 	int rc = FLIT_LIKELY(!s->claimer)
 		? sess_send(s, t, data, len)
 		: flit_err(EBUSY, s->claimer == t ? "shm: a claim is already open on this source"
@@ -820,7 +778,7 @@ int shm_flush(struct flit_tsrc *ts)
 	int rc = 0;
 
 	if (s->shared)
-		sess_lock_t(s, t);
+		sess_lock(s);
 	if (s->claimer)
 		rc = flit_err(EBUSY, "shm: flush with a claim open (commit or abort it first)");
 	else
@@ -837,7 +795,7 @@ int shm_receivers(struct flit_tsrc *ts)
 	int n = 0;
 
 	if (s->shared)
-		sess_lock_t(s, t);
+		sess_lock(s);
 	evict_dead(s, true);
 	if (s->shared)
 		sess_unlock(s);
@@ -868,8 +826,10 @@ void shm_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 	const struct shm_topic *t = (const struct shm_topic *)ts;
 	struct shm_sess *s = t->ss;
 
-	if (s->shared)
-		sess_lock_t(s, t);
+	/* never wait (a claim may hold the lock for long): without it, the
+	 * counts as they stand (aligned 64-bit loads), the lead's report not
+	 * remembered */
+	bool locked = !s->shared || sess_trylock(s);
 	c->msgs_sent += t->msgs;
 	c->bytes_sent += t->bytes;
 	if (s->lead == t->idx) {
@@ -879,10 +839,12 @@ void shm_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 		/* a closing lead's last report goes into the context's totals:
 		 * the next lead reports from there (nothing counted twice, and
 		 * nothing published since lost) */
-		s->frames_rep = s->w.frames;
-		s->bp_rep = s->w.back_pressured;
-		s->ev_rep = s->evicted;
+		if (locked) {
+			s->frames_rep = s->w.frames;
+			s->bp_rep = s->w.back_pressured;
+			s->ev_rep = s->evicted;
+		}
 	}
-	if (s->shared)
+	if (s->shared && locked)
 		sess_unlock(s);
 }
