@@ -116,6 +116,19 @@ static const uint8_t golden_info_ended_final[80] = {
 	0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* final: 42 sent */
 };
 
+static const uint8_t golden_info_page_next[80] = {
+	0x46, 0x4c, 0x01, 0x05, 0x09, 0x00, 0x01, 0x00, /* INFO, PAGE|NEXT, count 1 */
+	0x50, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, /* len 80, session */
+	0xe8, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* seq 1000 */
+	0xde, 0x5b, 0x3b, 0x93, 0x01, 0x00, 0xc0, 0x5d, /* domain, MCAST, 0, 24000 */
+	0xef, 0x01, 0x02, 0x03, 0xc0, 0xa8, 0x01, 0x0a, /* 239.1.2.3, 192.168.1.10 */
+	0xc1, 0x5d, 0x00, 0x00, 0x92, 0x10, 0x00, 0x00, /* 24001, 0, pid 4242 */
+	0x2c, 0x01, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x00, /* idx 300, EXACT, 0, len 11 */
+	'm', 'd', '.', 's', 'y', 'm', '0', '0',
+	'3', '0', '0', 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x2a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* next: its message 42 */
+};
+
 static const uint8_t golden_info_rdma_mc[72] = {
 	0x46, 0x4c, 0x01, 0x05, 0x00, 0x00, 0x01, 0x00, /* INFO, count 1 */
 	0x48, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, /* len 72, session */
@@ -223,6 +236,13 @@ static size_t enc_info_ended_final(void *b, size_t cap)
 	return flit_ctl_info_encode_final(b, cap, FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL,
 					  SESSION, 1000, &i, g_page, 1, &final);
 }
+static size_t enc_info_page_next(void *b, size_t cap)
+{
+	struct flit_ctl_info i = g_info();
+	const uint64_t next = 42;
+	return flit_ctl_info_encode_final(b, cap, FLIT_INFOF_PAGE | FLIT_INFOF_NEXT,
+					  SESSION, 1000, &i, g_page, 1, &next);
+}
 static const struct flit_ctl_name g_rdma_mc[1] = {
 	{ .idx = 0, .kind = FLIT_NAME_EXACT, .len = 9, .name = "md.eurusd" },
 };
@@ -270,6 +290,8 @@ static const struct golden goldens[] = {
 	  enc_info_rdma_mc },
 	{ "golden_info_ended_final", golden_info_ended_final, sizeof(golden_info_ended_final),
 	  FLIT_FT_INFO, enc_info_ended_final },
+	{ "golden_info_page_next", golden_info_page_next, sizeof(golden_info_page_next),
+	  FLIT_FT_INFO, enc_info_page_next },
 	{ "golden_query", golden_query, sizeof(golden_query), FLIT_FT_QUERY, enc_query },
 	{ "golden_join", golden_join, sizeof(golden_join), FLIT_FT_JOIN, enc_join },
 	{ "golden_late", golden_late, sizeof(golden_late), FLIT_FT_LATE, enc_late },
@@ -1301,6 +1323,28 @@ static void info_final_numbers_are_checked(void **state)
 	memcpy(buf, golden_info_page, sizeof(golden_info_page));
 	flit_st16(buf + OFF_FLAGS, FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL);
 	expect_err(buf, sizeof(golden_info_page), FLIT_FE_MSG_LEN);  /* no numbers: names run past */
+
+	/* FLIT_INFOF_NEXT: the same layout, only without ENDED */
+	const uint16_t nx = FLIT_INFOF_PAGE | FLIT_INFOF_NEXT;
+	n = flit_ctl_info_encode_final(f, sizeof(f), nx, SESSION, 7, &i, g_page, 2, final);
+	assert_int_equal(n, 96 + 16);
+	check_ok(f, n, &h);
+	assert_int_equal(h.flags, nx);
+	assert_int_equal(flit_ctl_info_final(f, &h, 1), UINT64_MAX - 1);
+	assert_int_equal(flit_ctl_info_encode_flags(f, sizeof(f), nx, SESSION, 7, &i, g_page, 2), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), nx, SESSION, 7, &i, g_page, 2, NULL), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), nx | FLIT_INFOF_ENDED, SESSION, 7, &i,
+						    g_page, 2, final), 0);
+	assert_int_equal(flit_ctl_info_encode_final(f, sizeof(f), FLIT_INFOF_NUMS | FLIT_INFOF_ENDED,
+						    SESSION, 7, &i, g_page, 2, final), 0);
+	memcpy(buf, golden_info_page_next, sizeof(golden_info_page_next));
+	flit_st16(buf + OFF_FLAGS, nx | FLIT_INFOF_ENDED);           /* NEXT of ended topics */
+	expect_err(buf, sizeof(golden_info_page_next), FLIT_FE_FLAGS);
+	flit_st16(buf + OFF_FLAGS, FLIT_INFOF_PAGE);                  /* the number taken for a name */
+	expect_err(buf, sizeof(golden_info_page_next), FLIT_FE_COUNT);
+	memcpy(buf, golden_info_page, sizeof(golden_info_page));
+	flit_st16(buf + OFF_FLAGS, nx);
+	expect_err(buf, sizeof(golden_info_page), FLIT_FE_MSG_LEN);   /* no numbers: names run past */
 }
 
 static void info_encoder_refuses_unknown_mode(void **state)
@@ -1519,13 +1563,19 @@ static void check_rejects_unknown_flags(void **state)
 
 	for (size_t i = 0; i < N_GOLDEN; i++) {
 		const struct golden *g = &goldens[i];
-		/* FINAL changes the body (info_final_numbers_are_checked) */
-		if (g->type == FLIT_FT_INFO && (flit_ld16(g->bytes + OFF_FLAGS) & FLIT_INFOF_FINAL))
+		/* FINAL and NEXT change the body (info_final_numbers_are_checked) */
+		if (g->type == FLIT_FT_INFO && (flit_ld16(g->bytes + OFF_FLAGS) & FLIT_INFOF_NUMS))
 			continue;
 		for (int bit = 0; bit < 16; bit++) {
 			uint16_t f = (uint16_t)(1u << bit);
 			put_golden(buf, g);
 			flit_st16(buf + OFF_FLAGS, f);
+			if (g->type == FLIT_FT_INFO && (f & FLIT_INFOF_NUMS)) {
+				/* without their numbers: refused all the same */
+				struct flit_frame_hdr hh;
+				assert_int_not_equal(flit_ctl_check(buf, g->len, &hh), FLIT_FE_OK);
+				continue;
+			}
 			bool known = (f & known_flags(g->type)) == f;
 			expect_err_in(g, buf, g->len,
 				      known ? FLIT_FE_OK : FLIT_FE_FLAGS);
@@ -2061,8 +2111,8 @@ static void check_survives_random_corruption(void **state)
 			struct flit_ctl_name_iter it;
 			struct flit_ctl_name nm;
 			unsigned n = 0;
-			/* INFO with FINAL: the numbers after the names */
-			size_t nums = h.type == FLIT_FT_INFO && (h.flags & FLIT_INFOF_FINAL) ?
+			/* INFO with FINAL or NEXT: the numbers after the names */
+			size_t nums = h.type == FLIT_FT_INFO && (h.flags & FLIT_INFOF_NUMS) ?
 				      (size_t)h.count * 8 : 0;
 			flit_ctl_names_init(&it, p, &h);
 			while (flit_ctl_names_next(&it, &nm)) {

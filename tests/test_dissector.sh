@@ -5,11 +5,12 @@
 #    frames of docs/PROTOCOL.md (DATA with and without timestamps and with
 #    topic sequence numbers, HB, NAK,
 #    NCF, INFO, QUERY, JOIN, LATE, JOIN with FLIT_JF_LATE, INFO of an ended
-#    topic with its final number) decode to the values the page gives, found by the
+#    topic with its final number, INFO page with each topic's next number)
+#    decode to the values the page gives, found by the
 #    heuristic on any port; corrupt and truncated frames (short header, count
 #    too large, len past the datagram, a payload past the frame, unknown flags,
 #    a frame with topic numbers read without its flag, FINAL without ENDED,
-#    FINAL without its numbers,
+#    FINAL without its numbers, NEXT with ENDED, NEXT without its numbers,
 #    odd len, a non-zero reserved byte, a control byte in a name, an empty NAK
 #    range, a trail after seq, 5 bytes) are flagged flit.malformed, each, and
 #    no golden frame is; no Lua error anywhere; version 2 is left to UDP unless
@@ -109,6 +110,9 @@ good = [
     ('info_ended_final', hx('464c0105 0700 0100 50000000 4d3c2b1a e803000000000000 de5b3b93 01 00 c05d ef010203'
                             'c0a8010a c15d 0000 92100000 2c010000 00 00 0b00 6d642e73796d3030 3330300000000000'
                             '2a00000000000000')),
+    ('info_page_next', hx('464c0105 0900 0100 50000000 4d3c2b1a e803000000000000 de5b3b93 01 00 c05d ef010203'
+                          'c0a8010a c15d 0000 92100000 2c010000 00 00 0b00 6d642e73796d3030 3330300000000000'
+                          '2a00000000000000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -128,7 +132,10 @@ bad = [
     ('five_bytes', d[:5]),
     ('late_trail_after_seq', g['late'][:24] + struct.pack('<Q', 5000) + g['late'][32:]),
     ('join_leave_and_late', g['join'][:4] + b'\x03\x00' + g['join'][6:]),
-    ('info_unknown_flag', g['info'][:4] + b'\x08\x00' + g['info'][6:]),
+    ('info_unknown_flag', g['info'][:4] + b'\x10\x00' + g['info'][6:]),
+    ('info_next_with_ended', g['info_page_next'][:4] + b'\x0b\x00' + g['info_page_next'][6:]),
+    ('info_next_numbers_missing', g['info_page'][:4] + b'\x09\x00' + g['info_page'][6:]),
+    ('info_next_count_too_large', g['info_page_next'][:6] + b'\x02\x00' + g['info_page_next'][8:]),
     ('info_final_without_ended', g['info_ended_final'][:4] + b'\x05\x00' + g['info_ended_final'][6:]),
     ('info_final_numbers_missing', g['info_page'][:4] + b'\x07\x00' + g['info_page'][6:]),
     ('info_final_count_too_large', g['info_ended_final'][:6] + b'\x02\x00' + g['info_ended_final'][8:]),
@@ -199,6 +206,8 @@ check_fields 13 "-e flit.flags.ts -e flit.flags.tseq -e flit.len -e flit.msg.seq
 	"0|1|72|1000,1001|12,3|7,8|68656c6c6f,21" "DATA of a session of several topics: topic sequence numbers"
 check_fields 14 "-e flit.flags.page -e flit.flags.ended -e flit.flags.final -e flit.name.idx -e flit.name.text -e flit.name.final" \
 	"1|1|1|300|md.sym00300|42" "INFO of an ended topic with its final number"
+check_fields 15 "-e flit.flags.page -e flit.flags.ended -e flit.flags.next -e flit.name.idx -e flit.name.text -e flit.name.next" \
+	"1|0|1|300|md.sym00300|42" "INFO page with each topic's next number"
 # the malformed reasons are named
 ts -r "$tmp/crafted.pcap" -Y flit.malformed -T fields -e _ws.expert.message >"$tmp/reasons.txt"
 for r in FLIT_FE_SHORT FLIT_FE_COUNT FLIT_FE_LEN FLIT_FE_MSG_LEN FLIT_FE_FLAGS FLIT_FE_MSG_FLAGS; do

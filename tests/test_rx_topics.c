@@ -10,7 +10,9 @@
  *     session's gap is counted but not told per session;
  *   - a receiver that had the session from its first message knows every
  *     topic from 0 (the loss of a topic's first messages is told); one that
- *     joined later learns a topic's number from its next message (no LOSS);
+ *     joined later learns a topic's number from its next message (no LOSS),
+ *     unless an INFO page told it each topic's number where it started
+ *     (FLIT_INFOF_NEXT: then the loss of the first ones is told);
  *   - frames of the time the session had one topic (no flag) number that
  *     topic with the session's numbers, and the flag's first frame goes on
  *     from there without a false LOSS;
@@ -219,6 +221,30 @@ static void joined_later_a_topic_s_number_is_learnt_without_loss(void **state)
 	flit_sub_close(sc);
 }
 
+/* Joined later, but told where each topic's numbers are (an INFO page
+ * with FLIT_INFOF_NEXT at the session's start): the loss of a topic's
+ * first messages after the join is told, in its numbers; a topic that has
+ * had a message keeps its own count. */
+static void joined_later_with_the_numbers_a_topic_s_first_loss_is_told(void **state)
+{
+	(void)state;
+	struct flit_rx_session *rs = session(1000);
+	flit_rx_session_topic_from(rs, 0, 700);
+	flit_rx_session_topic_from(rs, 1, 500);
+	const uint32_t t1[2] = { 1, 0 };
+	const uint64_t q1[2] = { 500, 703 };
+	assert_int_equal(feed(rs, 1000, 2, t1, q1), 3);
+	expect(&rb, 1, FLIT_MSG_DATA, 500, 0);          /* as told: no loss */
+	expect(&ra, 1, FLIT_MSG_LOSS, 700, 3);          /* 700 .. 702 never came */
+	expect(&ra, 2, FLIT_MSG_DATA, 703, 0);
+	flit_rx_session_topic_from(rs, 1, 9000);         /* seen: its own count stays */
+	const uint32_t t2[1] = { 1 };
+	const uint64_t q2[1] = { 501 };
+	assert_int_equal(feed(rs, 1002, 1, t2, q2), 1);
+	expect(&rb, 2, FLIT_MSG_DATA, 501, 0);
+	flit_rx_session_end(rs, 0);
+}
+
 static void frames_of_the_one_topic_time_go_on_into_topic_numbers(void **state)
 {
 	(void)state;
@@ -335,6 +361,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(from_the_session_s_start_a_topic_s_first_messages_count,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(joined_later_a_topic_s_number_is_learnt_without_loss,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(joined_later_with_the_numbers_a_topic_s_first_loss_is_told,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(frames_of_the_one_topic_time_go_on_into_topic_numbers,
 						setup, teardown),

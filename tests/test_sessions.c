@@ -911,6 +911,125 @@ static void bad_info_pages_are_dropped_and_counted(void **state)
 	assert_true(v[2] >= 15);          /* 3 bad pages x 5 rounds */
 }
 
+/* A late joiner knows each topic's numbers from the INFO page it joined
+ * by (FLIT_INFOF_NEXT): a forged session in h1 pages sn.a (next 40) and
+ * sn.b (next 7) at the session's number 1000; its first frames are sn.b's
+ * number 7 and then sn.a's number 43: the pattern subscriber in h2 is told
+ * sn.a's loss of 40 .. 42 before its message.  A page without the numbers
+ * (another session, the same frames): no loss can be told, the topic's
+ * first message starts it. */
+struct nextlog { uint64_t lost[2][2], first[2][2], msgs[2]; };
+
+static void next_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct nextlog *x = arg;
+	(void)sub;
+	int s = m->session_id == 0x5c0002;   /* 0: with NEXT, 1: without */
+	int k = !strcmp(m->topic, "sn.b") || !strcmp(m->topic, "so.b");
+	if (m->kind == FLIT_MSG_LOSS) {
+		x->lost[s][k] += m->lost;
+		x->first[s][k] = m->seq;
+	} else if (m->kind == FLIT_MSG_DATA) {
+		x->msgs[s]++;
+	}
+}
+
+static void a_late_joiner_is_told_a_topic_s_loss_from_the_page_s_numbers(void **state)
+{
+	(void)state;
+	int rp[2];
+	assert_int_equal(pipe(rp), 0);
+	pid_t sp = tl_fork();
+	if (sp == 0) {
+		static struct nextlog st;
+		close(rp[0]);
+		if (tb_enter(tb, 2))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_sub_opts, so, .pattern = true, .arg = &st, .on_msg = next_cb);
+		if (!ctx || !flit_sub_new(ctx, "sn.*", &so) || !flit_sub_new(ctx, "so.*", &so))
+			_exit(4);
+		uint64_t end = tl_now_ms() + 3000;
+		while (tl_now_ms() < end && st.msgs[0] + st.msgs[1] < 4) {
+			flit_ctx_poll(ctx, 0);
+			usleep(200);
+		}
+		if (write(rp[1], &st, sizeof(st)) != sizeof(st))
+			_exit(5);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(rp[1]);
+	usleep(300 * 1000);
+	pid_t fp = tl_fork();
+	if (fp == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+		unsigned char loop = 0;
+		setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+		struct sockaddr_in res = { .sin_family = AF_INET, .sin_port = htons(14400) };
+		struct sockaddr_in data = { .sin_family = AF_INET, .sin_port = htons(14950) };
+		inet_pton(AF_INET, "239.192.76.1", &res.sin_addr);
+		inet_pton(AF_INET, "239.192.90.9", &data.sin_addr);
+		uint8_t b[2048] __attribute__((aligned(8)));
+		const uint32_t idx[] = { 0, 1 };
+		const char *const nn[] = { "sn.a", "sn.b" }, *const no[] = { "so.a", "so.b" };
+		struct flit_ctl_name t[2];
+		struct flit_ctl_info in = {
+			.domain = flit_domain_id("default"), .mode = FLIT_MODE_MCAST, .data_port = 14950,
+			.ctl_port = 14951, .pid = 1, .data_addr = data.sin_addr.s_addr,
+		};
+		const uint64_t next[2] = { 40, 7 };
+		for (int round = 0; round < 3; round++) {
+			for (unsigned i = 0; i < 2; i++)
+				t[i] = (struct flit_ctl_name){ .idx = idx[i], .kind = FLIT_NAME_EXACT,
+							       .len = 4, .name = nn[i] };
+			size_t l = flit_ctl_info_encode_final(b, sizeof(b), FLIT_INFOF_PAGE | FLIT_INFOF_NEXT,
+							      0x5c0001, 1000, &in, t, 2, next);
+			sendto(fd, b, l, 0, (struct sockaddr *)&res, sizeof(res));
+			for (unsigned i = 0; i < 2; i++)
+				t[i].name = no[i];
+			l = flit_ctl_info_encode_flags(b, sizeof(b), FLIT_INFOF_PAGE, 0x5c0002, 1000, &in, t, 2);
+			sendto(fd, b, l, 0, (struct sockaddr *)&res, sizeof(res));
+			usleep(30 * 1000);
+		}
+		/* the sessions' first frames: sn.b's 7, then sn.a's 43 */
+		for (uint32_t sess = 0x5c0001; sess <= 0x5c0002; sess++) {
+			uint8_t *pl = flit_frame_put_single_tseq(b, sess, 1000, 1, 4, false, 0, 7);
+			memcpy(pl, "bbbb", 4);
+			sendto(fd, b, FLIT_FRAME_HDR_LEN + flit_msg_wire_len(4, false) + 8, 0,
+			       (struct sockaddr *)&data, sizeof(data));
+			pl = flit_frame_put_single_tseq(b, sess, 1001, 0, 4, false, 0, 43);
+			memcpy(pl, "aaaa", 4);
+			sendto(fd, b, FLIT_FRAME_HDR_LEN + flit_msg_wire_len(4, false) + 8, 0,
+			       (struct sockaddr *)&data, sizeof(data));
+		}
+		_exit(0);
+	}
+	int status;
+	waitpid(fp, &status, 0);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	struct nextlog v;
+	ssize_t got = read(rp[0], &v, sizeof(v));
+	close(rp[0]);
+	waitpid(sp, &status, 0);
+	assert_int_equal(got, sizeof(v));
+	printf("# with the page's numbers: %llu messages, sn.a lost %llu from %llu, sn.b lost %llu; "
+	       "without: %llu messages, lost %llu and %llu\n",
+	       (unsigned long long)v.msgs[0], (unsigned long long)v.lost[0][0],
+	       (unsigned long long)v.first[0][0], (unsigned long long)v.lost[0][1],
+	       (unsigned long long)v.msgs[1], (unsigned long long)v.lost[1][0],
+	       (unsigned long long)v.lost[1][1]);
+	assert_int_equal(v.msgs[0], 2);
+	assert_int_equal(v.msgs[1], 2);
+	assert_int_equal(v.lost[0][0], 3);    /* sn.a: 40, 41, 42 */
+	assert_int_equal(v.first[0][0], 40);
+	assert_int_equal(v.lost[0][1], 0);    /* sn.b: its 7 came */
+	assert_int_equal(v.lost[1][0], 0);    /* so.a: nothing to tell it by */
+	assert_int_equal(v.lost[1][1], 0);
+}
+
 /* ---- many topics: pattern subscribers find them all, at the paced rate */
 
 #define MANY 20000
@@ -1062,6 +1181,7 @@ int main(void)
 		cmocka_unit_test(pattern_subscribers_find_20000_topics_of_a_session_at_the_paced_rate),
 		cmocka_unit_test(a_killed_publisher_ends_every_topic_of_its_session),
 		cmocka_unit_test(bad_info_pages_are_dropped_and_counted),
+		cmocka_unit_test(a_late_joiner_is_told_a_topic_s_loss_from_the_page_s_numbers),
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -92,7 +92,7 @@ static inline unsigned known_flags(uint8_t type)
 	case FLIT_FT_JOIN:
 		return FLIT_JF_LEAVE | FLIT_JF_LATE;
 	case FLIT_FT_INFO:
-		return FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL;
+		return FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL | FLIT_INFOF_NEXT;
 	default:
 		return 0;
 	}
@@ -192,11 +192,13 @@ enum flit_frame_err flit_ctl_check(const void *buf, size_t buflen,
 		if (!mode_ok(p[INFO_MODE]) || p[INFO_RSVD8] != 0 ||
 		    flit_ld16(p + INFO_RSVD16) != 0)
 			return FLIT_FE_MSG_FLAGS;
-		/* FINAL: only of ENDED topics; their numbers after the
-		 * names, which end that much before len */
+		/* FINAL: only of ENDED topics, NEXT only of live ones; their
+		 * numbers after the names, which end that much before len */
 		if ((h->flags & FLIT_INFOF_FINAL) && !(h->flags & FLIT_INFOF_ENDED))
 			return FLIT_FE_FLAGS;
-		if (h->flags & FLIT_INFOF_FINAL) {
+		if ((h->flags & FLIT_INFOF_NEXT) && (h->flags & FLIT_INFOF_ENDED))
+			return FLIT_FE_FLAGS;
+		if (h->flags & FLIT_INFOF_NUMS) {
 			size_t nums = (size_t)h->count * 8;
 			if (h->len - CTL_BODY - CTL_INFO_FIXED < nums)
 				return FLIT_FE_COUNT;
@@ -332,7 +334,7 @@ size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_
 				  uint64_t next, const struct flit_ctl_info *info,
 				  const struct flit_ctl_name *topics, unsigned n)
 {
-	if (flags & FLIT_INFOF_FINAL)
+	if (flags & FLIT_INFOF_NUMS)
 		return 0;  /* flit_ctl_info_encode_final() */
 	return flit_ctl_info_encode_final(buf, cap, flags, session, next, info, topics, n, NULL);
 }
@@ -345,8 +347,9 @@ size_t flit_ctl_info_encode_final(void *buf, size_t cap, uint16_t flags, uint32_
 	uint8_t *p = (uint8_t *)buf;
 
 	if (!info || !mode_ok(info->mode) || n > UINT16_MAX || (n && !topics) ||
-	    (flags & ~known_flags(FLIT_FT_INFO)) || !(flags & FLIT_INFOF_FINAL) != !final ||
-	    ((flags & FLIT_INFOF_FINAL) && !(flags & FLIT_INFOF_ENDED)))
+	    (flags & ~known_flags(FLIT_FT_INFO)) || !(flags & FLIT_INFOF_NUMS) != !final ||
+	    ((flags & FLIT_INFOF_FINAL) && !(flags & FLIT_INFOF_ENDED)) ||
+	    ((flags & FLIT_INFOF_NEXT) && (flags & FLIT_INFOF_ENDED)))
 		return 0;
 	size_t names = names_wire_len(topics, n, false);
 	if (n && !names)

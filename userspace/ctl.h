@@ -35,6 +35,12 @@
 #define FLIT_INFOF_FINAL 0x0004u /* with ENDED: after the names, one 8-byte
 				  * number per topic, the number its next
 				  * message would have had (how many it sent) */
+#define FLIT_INFOF_NEXT  0x0008u /* without ENDED: after the names, one 8-byte
+				  * number per topic, the number of its next
+				  * message at this INFO's seq (the session's
+				  * next): a receiver that starts there knows
+				  * each topic's numbers from then on */
+#define FLIT_INFOF_NUMS  (FLIT_INFOF_FINAL | FLIT_INFOF_NEXT)
 
 /* JOIN flags */
 #define FLIT_JF_LEAVE 0x0001u
@@ -135,7 +141,8 @@ size_t flit_ctl_info_encode_flags(void *buf, size_t cap, uint16_t flags, uint32_
 				  uint64_t next, const struct flit_ctl_info *info,
 				  const struct flit_ctl_name *topics, unsigned n);
 /* INFO with FLIT_INFOF_FINAL among flags (and ENDED): final[i] is topic
- * i's number of its next message (how many it sent). */
+ * i's number of its next message (how many it sent); with FLIT_INFOF_NEXT
+ * (and not ENDED): its number of its next message at `next`. */
 size_t flit_ctl_info_encode_final(void *buf, size_t cap, uint16_t flags, uint32_t session,
 				  uint64_t next, const struct flit_ctl_info *info,
 				  const struct flit_ctl_name *topics, unsigned n,
@@ -161,7 +168,8 @@ void flit_ctl_range(const void *frame, unsigned i, struct flit_seq_range *r);
 void flit_ctl_info_get(const void *frame, struct flit_ctl_info *info);
 /* LATE body. */
 void flit_ctl_late_get(const void *frame, struct flit_ctl_late *late);
-/* INFO with FLIT_INFOF_FINAL: topic i's (i < h->count) final number. */
+/* INFO with FLIT_INFOF_FINAL or FLIT_INFOF_NEXT: topic i's (i < h->count)
+ * number. */
 uint64_t flit_ctl_info_final(const void *frame, const struct flit_frame_hdr *h, unsigned i);
 /* QUERY/JOIN domain id. */
 uint32_t flit_ctl_domain(const void *frame);

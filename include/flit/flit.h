@@ -186,8 +186,11 @@ FLIT_API int flit_pub_send(flit_pub *pub, const void *data, size_t len);
 
 /* Zero-copy send: reserve `len` bytes in the transport's buffer and return a
  * pointer to them in *buf; write the message there, then commit it (possibly
- * shorter) or abort it.  Exactly one claim may be open per source.  Returns
- * 0, a positive enum flit_status, or -errno. */
+ * shorter) or abort it.  Exactly one claim may be open per source.  While it
+ * is open, the other publishers of its transport session wait (another
+ * thread) or get -EBUSY (the same thread); a shm session's claim is
+ * committed or aborted on the thread that made it (-EBUSY elsewhere).
+ * Returns 0, a positive enum flit_status, or -errno. */
 FLIT_API int flit_pub_claim(flit_pub *pub, size_t len, void **buf);
 FLIT_API int flit_pub_commit(flit_pub *pub, size_t len);
 FLIT_API int flit_pub_abort(flit_pub *pub);
@@ -203,7 +206,7 @@ FLIT_API size_t flit_pub_max_msg(const flit_pub *pub);
 FLIT_API uint64_t flit_pub_next_seq(const flit_pub *pub);
 FLIT_API const char *flit_pub_topic(const flit_pub *pub);
 /* Receivers currently attached to this source where the transport knows
- * (shm: live reader slots), or -EOPNOTSUPP. */
+ * (shm: live readers that want its topic), or -EOPNOTSUPP. */
 FLIT_API int flit_pub_receivers(const flit_pub *pub);
 
 /* ---- subscribing -------------------------------------------------------- */

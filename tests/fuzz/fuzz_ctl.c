@@ -67,7 +67,7 @@ static unsigned walk_names(const uint8_t *buf, const struct flit_frame_hdr *h)
 	struct flit_ctl_name_iter it;
 	struct flit_ctl_name nm;
 	/* INFO with FINAL: its numbers after the names */
-	const size_t nums = h->type == FLIT_FT_INFO && (h->flags & FLIT_INFOF_FINAL) ?
+	const size_t nums = h->type == FLIT_FT_INFO && (h->flags & FLIT_INFOF_NUMS) ?
 			    (size_t)h->count * 8 : 0;
 	const uint8_t *end = buf + h->len - nums;
 	size_t off = h->type == FLIT_FT_INFO ? 48 : 32;
@@ -125,7 +125,7 @@ static size_t reencode(uint8_t *out, size_t cap, const uint8_t *buf,
 		flit_ctl_info_get(buf, &info);
 		return flit_ctl_info_encode_final(out, cap, h->flags, h->session_id, h->seq,
 						  &info, names, n,
-						  (h->flags & FLIT_INFOF_FINAL) ? finals : NULL);
+						  (h->flags & FLIT_INFOF_NUMS) ? finals : NULL);
 	case FLIT_FT_QUERY:
 		return flit_ctl_query_encode(out, cap, h->session_id,
 					     flit_ctl_domain(buf), names, n);
@@ -153,8 +153,9 @@ static void check_accepted(uint8_t *buf, size_t size,
 	      (h->type == FLIT_FT_JOIN && (h->flags == FLIT_JF_LEAVE || h->flags == FLIT_JF_LATE)) ||
 	      (h->type == FLIT_FT_HB && h->flags == FLIT_HBF_END) ||
 	      (h->type == FLIT_FT_INFO &&
-	       !(h->flags & ~(FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_FINAL)) &&
-	       (!(h->flags & FLIT_INFOF_FINAL) || (h->flags & FLIT_INFOF_ENDED))));
+	       !(h->flags & ~(FLIT_INFOF_PAGE | FLIT_INFOF_ENDED | FLIT_INFOF_NUMS)) &&
+	       (!(h->flags & FLIT_INFOF_FINAL) || (h->flags & FLIT_INFOF_ENDED)) &&
+	       (!(h->flags & FLIT_INFOF_NEXT) || !(h->flags & FLIT_INFOF_ENDED))));
 	CHECK(h->len >= FLIT_FRAME_HDR_LEN && h->len <= size && !(h->len & 7));
 
 	/* The frame alone (without the bytes after it) is the same frame. */

@@ -54,6 +54,7 @@ local F = {
 	flag_page  = ProtoField.bool("flit.flags.page", "A page of a shared session's topics (FLIT_INFOF_PAGE)", 16, nil, 0x0001),
 	flag_ended = ProtoField.bool("flit.flags.ended", "The topics listed ended (FLIT_INFOF_ENDED)", 16, nil, 0x0002),
 	flag_final = ProtoField.bool("flit.flags.final", "Each ended topic's message count follows (FLIT_INFOF_FINAL)", 16, nil, 0x0004),
+	flag_next  = ProtoField.bool("flit.flags.next", "Each topic's next number at seq follows (FLIT_INFOF_NEXT)", 16, nil, 0x0008),
 	count      = ProtoField.uint16("flit.count", "Count", base.DEC),
 	len        = ProtoField.uint32("flit.len", "Frame length", base.DEC),
 	session    = ProtoField.uint32("flit.session", "Session", base.HEX),
@@ -100,6 +101,7 @@ local F = {
 	n_len      = ProtoField.uint16("flit.name.len", "Length", base.DEC),
 	n_text     = ProtoField.string("flit.name.text", "Name"),
 	n_final    = ProtoField.uint64("flit.name.final", "Messages sent (its next number)", base.DEC),
+	n_next     = ProtoField.uint64("flit.name.next", "Its next message's number (at seq)", base.DEC),
 }
 local field_list = {}
 for _, f in pairs(F) do field_list[#field_list + 1] = f end
@@ -385,16 +387,22 @@ local function dissect_control(tvb, pinfo, tree, ftype, flags, count, flen, sess
 		check_zero(tvb, tree, 42, 2, "reserved bytes 42 ... 43")
 		tree:add_le(F.pid, tvb(44, 4))
 		local names = {}
-		-- FINAL: one 8-byte count per topic after the names
+		-- FINAL (ended topics) or NEXT (live ones): one 8-byte number
+		-- per topic after the names
 		local final = math.floor(flags / 4) % 2 == 1
-		local nend = final and flen - 8 * count or flen
-		if final and math.floor(flags / 2) % 2 == 0 then
+		local nxt = math.floor(flags / 8) % 2 == 1
+		local ended = math.floor(flags / 2) % 2 == 1
+		local nums = final or nxt
+		local nend = nums and flen - 8 * count or flen
+		if final and not ended then
 			bad(tree, "FLIT_INFOF_FINAL without FLIT_INFOF_ENDED (FLIT_FE_FLAGS)")
+		elseif nxt and ended then
+			bad(tree, "FLIT_INFOF_NEXT with FLIT_INFOF_ENDED (FLIT_FE_FLAGS)")
 		elseif nend < 48 then
-			bad(tree, "no room for %d final numbers (FLIT_FE_COUNT)", count)
-		elseif name_walk(tvb, tree, 48, nend, count, 5, session, names) and final then
+			bad(tree, "no room for %d %s numbers (FLIT_FE_COUNT)", count, final and "final" or "next")
+		elseif name_walk(tvb, tree, 48, nend, count, 5, session, names) and nums then
 			for i = 0, count - 1 do
-				local it = tree:add_le(F.n_final, tvb(nend + 8 * i, 8))
+				local it = tree:add_le(final and F.n_final or F.n_next, tvb(nend + 8 * i, 8))
 				it:prepend_text(string.format("%s: ", names[i + 1] or "?"))
 			end
 		end
@@ -504,7 +512,8 @@ local function dissect_frame(tvb, pinfo, root)
 		fit:add_le(F.flag_page, tvb(4, 2))
 		fit:add_le(F.flag_ended, tvb(4, 2))
 		fit:add_le(F.flag_final, tvb(4, 2))
-		allowed = 7
+		fit:add_le(F.flag_next, tvb(4, 2))
+		allowed = 15
 	elseif ftype == 7 then
 		fit:add_le(F.flag_leave, tvb(4, 2))
 		fit:add_le(F.flag_late, tvb(4, 2))

@@ -134,7 +134,7 @@ fail:
 
 static void held_free(struct rsess *s)
 {
-	if (!s->held)
+	if (!s->held && !s->nexts)
 		return;
 	for (unsigned i = 0; i < s->nheld; i++)
 		free(s->held[i].f);
@@ -142,6 +142,9 @@ static void held_free(struct rsess *s)
 	s->held = NULL;
 	s->nheld = s->capheld = 0;
 	s->held_bytes = 0;
+	free(s->nexts);
+	s->nexts = NULL;
+	s->nnexts = s->capnexts = 0;
 }
 
 /* Keep a datagram that came before the session started (copied; beyond
@@ -220,6 +223,10 @@ static int sess_start_at(struct rsess *s, uint64_t start, const char *how,
 	flit_rel_rx_start(s->rel, start);
 	flit_debug("udp: session %08x starts at %llu (%s), %u datagrams held", s->id,
 		   (unsigned long long)start, how, s->nheld);
+	/* the pages' numbers at where we start: each topic's from there */
+	for (unsigned i = 0; i < s->nnexts && s->core; i++)
+		if (s->nexts[i].seq == start)
+			flit_rx_session_topic_from(s->core, s->nexts[i].idx, s->nexts[i].num);
 	for (unsigned i = 0; i < s->nheld && s->core; i++) {
 		int n = flit_rel_rx_data(s->rel, s->held[i].f, s->held[i].len, s->held[i].seq,
 					 s->held[i].count, now);
@@ -339,6 +346,46 @@ static int sess_topic_add(struct rsess *s, uint32_t idx, const struct flit_ctl_n
 		dg_part_topic(s, idx, true);
 	}
 	return 0;
+}
+
+/* An INFO with FLIT_INFOF_NEXT: each topic's number of its next message
+ * at the INFO's seq.  A receiver whose session is exactly there (nothing
+ * delivered past it, nothing before it missing) knows those topics'
+ * numbers from now on: a message of one that never comes is told as its
+ * loss, in its numbers (a late joiner's first messages too). */
+static void sess_info_next(struct rsess *s, const void *f, const struct flit_frame_hdr *h)
+{
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+	unsigned i = 0;
+
+	if (!(h->flags & FLIT_INFOF_NEXT) || !s->core)
+		return;
+	if (s->lj_wait) {
+		/* not started yet (the source is asked where to): kept for
+		 * where it starts (dg_sess_start) */
+		flit_ctl_names_init(&it, f, h);
+		for (; flit_ctl_names_next(&it, &nm); i++) {
+			if (s->nnexts == s->capnexts) {
+				unsigned cap = s->capnexts ? 2 * s->capnexts : 16;
+				void *p = cap <= MAX_TOPICS_PER_SESS ?
+					realloc(s->nexts, cap * sizeof(*s->nexts)) : NULL;
+				if (!p)
+					return;
+				s->nexts = p;
+				s->capnexts = cap;
+			}
+			s->nexts[s->nnexts].seq = h->seq;
+			s->nexts[s->nnexts].idx = nm.idx;
+			s->nexts[s->nnexts++].num = flit_ctl_info_final(f, h, i);
+		}
+		return;
+	}
+	if (!s->core->started || s->core->next_seq != h->seq)
+		return;
+	flit_ctl_names_init(&it, f, h);
+	for (; flit_ctl_names_next(&it, &nm); i++)
+		flit_rx_session_topic_from(s->core, nm.idx, flit_ctl_info_final(f, h, i));
 }
 
 /* Topic idx of s ended: its subscribers get EOS. */
@@ -596,6 +643,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		while (flit_ctl_names_next(&it, &nm))
 			if (sess_topic_add(s, nm.idx, &nm) < 0)
 				return -ENOMEM;
+		sess_info_next(s, f, h);
 		dg_part_flush(s);
 		/* joining: the source sends every page, then LATE (paced:
 		 * a large session's pages take a while); wait on */
@@ -628,6 +676,8 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 		int err = dg_sess_bind(s, h->seq, true, now);
 		if (err < 0)
 			flit_warn("udp: cannot join session %08x: %s", s->id, flit_errmsg());
+		else
+			sess_info_next(s, f, h);
 	}
 	return 0;
 }

@@ -46,6 +46,7 @@ static bool query_wants_sess(const uint8_t *q, const struct flit_frame_hdr *h, c
 
 struct page {
 	struct flit_ctl_name t[PAGE_NAMES];
+	uint64_t next[PAGE_NAMES];   /* each topic's number of its next message */
 	unsigned n;
 	size_t used, room;
 };
@@ -61,9 +62,12 @@ static void page_init(struct page *p, const struct usess *s, size_t cap)
 static bool page_add(struct page *p, const struct utopic *u)
 {
 	size_t len = strlen(u->topic), w = 8 + flit_align8(len);
-	if (p->n == PAGE_NAMES || p->used + w > p->room)
+
+	/* the name and, with FLIT_INFOF_NEXT or FINAL, its number (8 bytes) */
+	if (p->n == PAGE_NAMES || p->used + w + 8 > p->room)
 		return false;
-	p->used += w;
+	p->used += w + 8;
+	p->next[p->n] = u->next_tseq;
 	p->t[p->n++] = (struct flit_ctl_name){ .idx = u->idx, .kind = FLIT_NAME_EXACT,
 					       .len = (uint16_t)len, .name = u->topic };
 	return true;
@@ -86,9 +90,16 @@ static size_t page_encode_final(struct usess *s, const struct page *p, void *buf
 						 &in, p->t, p->n, final) : 0;
 }
 
+/* A page of live topics.  A session of several topics (each numbered on
+ * its own) tells each topic's next number at the INFO's seq
+ * (FLIT_INFOF_NEXT), when no batch is open (its messages have numbers
+ * but are not sent yet: the INFO's seq is before them). */
 static size_t page_encode(struct usess *s, const struct page *p, void *buf, size_t cap,
 			  uint16_t flags)
 {
+	if (s->tseq && (flags & FLIT_INFOF_PAGE) && !s->count && !s->claimed &&
+	    flit_rel_tx_next(s->rel) == s->next_seq)
+		return page_encode_final(s, p, buf, cap, flags | FLIT_INFOF_NEXT, p->next);
 	return page_encode_final(s, p, buf, cap, flags, NULL);
 }
 

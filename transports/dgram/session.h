@@ -181,6 +181,10 @@ struct rsess {                  /* a remote source's session */
 	uint64_t lj_fallback;       /* start here if the source never answers */
 	struct held *held;          /* data that came while waiting, to replay */
 	unsigned nheld, capheld;
+	/* and pages' topic numbers (FLIT_INFOF_NEXT) at their seq, for where
+	 * the session starts */
+	struct { uint64_t seq, num; uint32_t idx; } *nexts;
+	unsigned nnexts, capnexts;
 	size_t held_bytes;
 	/* xdp: parted (rx_part.c): frames of none of its wanted topics are
 	 * dropped in XDP and told to rel as skipped */
