@@ -748,6 +748,139 @@ static void frames_are_counted_across_the_lead_s_close(void **state)
 	flit_ctx_close(pc);
 }
 
+/* A subscriber older than its topics, that did not poll while the ring
+ * lapped: each topic's messages the ring no longer holds are told as that
+ * topic's loss, from its number 0; so with one topic alone. */
+static void lapped_before_the_first_look(unsigned ntopics, const char *prefix)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	struct log l = { 0 };
+	flit_pub *p[3];
+
+	snprintf(l.prefix, sizeof(l.prefix), "%s", prefix);
+	char pat[32];
+	snprintf(pat, sizeof(pat), "%s*", prefix);
+	sub_of(sc, &l, pat, true);
+	for (unsigned i = 0; i < ntopics; i++)
+		p[i] = pub_of(pc, prefix, i, "shm.capacity = 64K");
+	/* ~20 laps, nobody reading (a watcher holds no slot) */
+	for (int k = 0; k < 20000 / (int)ntopics; k++)
+		for (unsigned i = 0; i < ntopics; i++)
+			send_n(p[i], NULL, 1);
+	poll_ms(sc, 100);
+	for (unsigned i = 0; i < ntopics; i++)
+		send_n(p[i], NULL, 1);
+	l.stop_at = ntopics;
+	assert_true(tl_poll_until(sc, &l.done, 5000));
+	uint64_t sent = 20000 / ntopics + 1;
+	for (unsigned i = 0; i < ntopics; i++) {
+		assert_int_equal(l.bos[i], 1);
+		assert_int_equal(l.data[i], 1);
+		assert_int_equal(l.lost[i], sent - 1);   /* 0 .. its last but one */
+		assert_int_equal(l.next[i], sent);
+	}
+	assert_int_equal(l.bad, 0);
+	for (unsigned i = 0; i < ntopics; i++)
+		flit_pub_close(p[i]);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
+static void a_topic_lapped_before_its_older_subscriber_looked_is_told_lost(void **state)
+{
+	(void)state;
+	lapped_before_the_first_look(3, "ss.r");
+	lapped_before_the_first_look(1, "ss.s");
+}
+
+/* 100,000 topics of one context: two rings (65,536 topics a ring), every
+ * message of every topic delivered in order to a pattern subscriber, an
+ * exact subscriber of one topic gets it alone, and every topic ends. */
+#define HT 100000
+static uint32_t ht_next[HT];
+static uint64_t ht_bos, ht_eos, ht_msgs, ht_bad, ht_one;
+
+static void ht_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	(void)sub;
+	if (arg) {      /* the exact subscriber */
+		ht_one += m->kind == FLIT_MSG_DATA;
+		return;
+	}
+	unsigned k = (unsigned)atoi(m->topic + 3);
+	if (strncmp(m->topic, "sz.", 3) || k >= HT) {
+		ht_bad++;
+		return;
+	}
+	switch (m->kind) {
+	case FLIT_MSG_BOS: ht_bos++; break;
+	case FLIT_MSG_EOS: ht_eos++; break;
+	case FLIT_MSG_DATA: {
+		uint32_t v;
+		memcpy(&v, m->data, 4);
+		if (v != k || m->seq != ht_next[k])
+			ht_bad++;
+		ht_next[k]++;
+		ht_msgs++;
+		break;
+	}
+	default: ht_bad++;
+	}
+}
+
+static void a_hundred_thousand_topics_share_two_rings_and_stay_apart(void **state)
+{
+	flit_ctx *pc = tl_ctx(NULL), *sc = tl_ctx(NULL);
+	static flit_pub *p[HT];
+	char t[32];
+	int one = 1;
+
+	(void)state;
+	FLIT_OPTS(flit_sub_opts, so, .on_msg = ht_cb, .pattern = true);
+	FLIT_OPTS(flit_sub_opts, so1, .on_msg = ht_cb, .arg = &one);
+	assert_non_null(flit_sub_new(sc, "sz.*", &so));
+	assert_non_null(flit_sub_new(sc, "sz.00042", &so1));
+	uint64_t t0 = tl_now_ms();
+	for (unsigned k = 0; k < HT; k++) {
+		snprintf(t, sizeof(t), "sz.%05u", k);
+		p[k] = flit_pub_new(pc, t, NULL);
+		if (!p[k])
+			fail_msg("flit_pub_new(%s): %s", t, flit_errmsg());
+	}
+	print_message("created %u publishers in %llu ms\n", HT, (unsigned long long)(tl_now_ms() - t0));
+	assert_int_equal(rings('@'), 2);
+	/* the subscriber finds both rings and takes a slot in each (a paced
+	 * writer waits for a reader, not for a watcher) */
+	uint64_t end = tl_now_ms() + 20000;
+	while (ht_bos < HT && tl_now_ms() < end)
+		flit_ctx_poll(sc, 0);
+	assert_int_equal(ht_bos, HT);
+	for (uint32_t round = 0; round < 2; round++)
+		for (uint32_t k = 0; k < HT; k++) {
+			uint32_t v[2] = { k, round };
+			int rc;
+			while ((rc = flit_pub_send(p[k], v, sizeof(v))) == FLIT_BACK_PRESSURED)
+				flit_ctx_poll(sc, 0);
+			assert_int_equal(rc, 0);
+		}
+	end = tl_now_ms() + 20000;
+	while (ht_msgs < 2u * HT && tl_now_ms() < end)
+		flit_ctx_poll(sc, 0);
+	assert_int_equal(ht_bos, HT);
+	assert_int_equal(ht_msgs, 2u * HT);
+	assert_int_equal(ht_one, 2);
+	assert_int_equal(ht_bad, 0);
+	for (unsigned k = 0; k < HT; k++)
+		flit_pub_close(p[k]);
+	end = tl_now_ms() + 20000;
+	while (ht_eos < HT && tl_now_ms() < end)
+		flit_ctx_poll(sc, 0);
+	assert_int_equal(ht_eos, HT);
+	assert_int_equal(rings('@'), 0);
+	flit_ctx_close(sc);
+	flit_ctx_close(pc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -767,6 +900,8 @@ int main(void)
 		cmocka_unit_test(a_subscriber_refused_a_slot_gets_one_when_it_frees),
 		cmocka_unit_test(largest_message_is_stable),
 		cmocka_unit_test(frames_are_counted_across_the_lead_s_close),
+		cmocka_unit_test(a_hundred_thousand_topics_share_two_rings_and_stay_apart),
+		cmocka_unit_test(a_topic_lapped_before_its_older_subscriber_looked_is_told_lost),
 	};
 	setenv("FLIT_CONTEXT_TRANSPORTS", "shm", 1);
 	return cmocka_run_group_tests(tests, NULL, NULL);

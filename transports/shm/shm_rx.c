@@ -361,11 +361,13 @@ static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
 			want_bit(a, i, true);
 	}
 	/* then (the session numbers each topic once it has two) a topic whose
-	 * first record is still ahead of us is known from its number 0 */
+	 * first record is still ahead of us, or whose subscriber is older
+	 * than it (it wants the topic from its first message: what the ring
+	 * no longer holds is its loss), is known from its number 0 */
 	for (uint32_t i = i0; i < n; i++)
 		if (!(skip && (skip[i / 8] & (1u << (i % 8)))) &&
 		    !shm_ring_topic_get(a->map, &a->g, i, name, sizeof(name), &first, &created) &&
-		    first >= from)
+		    (first >= from || flit_ctx_join_mode(tp->ctx, name, created) == FLIT_JOIN_FIRST))
 			flit_rx_session_topic_from(a->rs, i, 0);
 	return events;
 }
@@ -425,8 +427,16 @@ static int att_activate_session(struct flit_tp *tp, struct shm_att *a)
 		err = -errno;
 		goto fail;
 	}
-	if (!a->cu_on && seq0 != SHM_SEQ_UNKNOWN)
-		flit_rx_session_start(a->rs, seq0);
+	if (!a->cu_on && seq0 != SHM_SEQ_UNKNOWN) {
+		/* one topic so far, whose subscriber is older than it: from its
+		 * first message (the session's numbers are the topic's), what
+		 * the ring no longer holds told lost, as a ring of its own does */
+		bool first0 = n == 1 && !shm_ring_topic_get(a->map, &a->g, 0, name, sizeof(name),
+							     &first, &created) &&
+			flit_ctx_wants(tp->ctx, name) &&
+			flit_ctx_join_mode(tp->ctx, name, created) == FLIT_JOIN_FIRST && first == 0;
+		flit_rx_session_start(a->rs, first0 ? 0 : seq0);
+	}
 	/* topics that ended before where we start are not named; those that
 	 * end after it end when the reader gets there */
 	uint8_t *skip = calloc(a->g.topics_max / 8 + 1, 1);
