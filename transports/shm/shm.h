@@ -160,6 +160,7 @@ struct shm_att {
 	uint64_t next_check_ns;
 	uint32_t liveness_ms;
 	bool dead, corrupt, table_bad;
+	bool ended_some;             /* run_ends() ended a topic since att_ended() looked */
 	char topic[FLIT_TOPIC_MAX + 1]; /* own ring: its topic; session: the first */
 	char path[PATH_MAX];
 };

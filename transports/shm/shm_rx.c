@@ -68,14 +68,13 @@ static void att_deactivate(struct shm_att *a)
 
 /* The topics the ended log lists, into a->ended_bm (a watcher's: an ended
  * topic is no reason to start reading). */
+static uint32_t ended_count(const struct shm_att *a);
+
 static void ended_sync(struct shm_att *a)
 {
-	const struct shm_hdr *h = a->map;
-	uint32_t n = atomic_load_explicit(&h->tl.nended, memory_order_acquire);
+	uint32_t n = ended_count(a);
 	struct shm_ended e;
 
-	if (n > a->g.topics_max)
-		n = a->g.topics_max;
 	for (; a->nended_bm < n; a->nended_bm++)
 		if (!shm_ring_ended_get(a->map, &a->g, a->nended_bm, &e))
 			a->ended_bm[e.idx / 8] |= (uint8_t)(1u << (e.idx % 8));
@@ -292,6 +291,7 @@ static int run_ends(struct shm_att *a)
 	if (i) {
 		memmove(a->pend, a->pend + i, (a->npend - i) * sizeof(*a->pend));
 		a->npend -= i;
+		a->ended_some = true;
 	}
 	return events;
 }
@@ -320,9 +320,13 @@ static int att_ended(struct flit_tp *tp, struct shm_att *a)
 			flit_warn("%s", flit_errmsg());
 	}
 	events += run_ends(a);
-	/* nothing of the ring is wanted any more: back to watching (the slot
-	 * goes back: a paced writer no longer waits for us) */
-	if (!a->npend && !a->cu_on && !rs_wants_any(a->rs)) {
+	/* topics ended and nothing of the ring is wanted any more: back to
+	 * watching (the slot goes back: a paced writer no longer waits for
+	 * us); looked at only after an end, not on every entry of the log */
+	if (a->ended_some && !a->npend && !a->cu_on) {
+		a->ended_some = false;
+		if (rs_wants_any(a->rs))
+			return events;
 		att_deactivate(a);
 		a->ntopics_seen = table_count(a);
 	}
@@ -341,7 +345,7 @@ static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
 	uint64_t first, created;
 	int events = 0;
 
-	uint32_t i0 = a->ntopics_seen;
+	uint32_t deferred = UINT32_MAX;
 
 	for (; a->ntopics_seen < n; a->ntopics_seen++) {
 		uint32_t i = a->ntopics_seen;
@@ -359,16 +363,20 @@ static int att_name_topics(struct flit_tp *tp, struct shm_att *a, uint64_t from,
 		events += r;
 		if (r)
 			want_bit(a, i, true);
+		/* a topic whose first record is still ahead of us, or whose
+		 * subscriber is older than it (it wants the topic from its
+		 * first message: what the ring no longer holds is its loss),
+		 * is known from its number 0; the session numbers each topic
+		 * once it has two, so the one named before that waits */
+		if (first >= from || flit_ctx_join_mode(tp->ctx, name, created) == FLIT_JOIN_FIRST) {
+			if (a->rs->tseq)
+				flit_rx_session_topic_from(a->rs, i, 0);
+			else
+				deferred = i;
+		}
 	}
-	/* then (the session numbers each topic once it has two) a topic whose
-	 * first record is still ahead of us, or whose subscriber is older
-	 * than it (it wants the topic from its first message: what the ring
-	 * no longer holds is its loss), is known from its number 0 */
-	for (uint32_t i = i0; i < n; i++)
-		if (!(skip && (skip[i / 8] & (1u << (i % 8)))) &&
-		    !shm_ring_topic_get(a->map, &a->g, i, name, sizeof(name), &first, &created) &&
-		    (first >= from || flit_ctx_join_mode(tp->ctx, name, created) == FLIT_JOIN_FIRST))
-			flit_rx_session_topic_from(a->rs, i, 0);
+	if (deferred != UINT32_MAX && a->rs->tseq)
+		flit_rx_session_topic_from(a->rs, deferred, 0);
 	return events;
 }
 
