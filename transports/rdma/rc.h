@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The rdma transport: reliable-connected queue pairs set up with librdmacm,
+ * one per (source, receiver), carrying the codec's frames.
+ *
+ * Source side.  A context that publishes over rdma listens with rdma_cm on
+ * context.rdma.address:port.  A receiver connects with the topic it wants
+ * (an FNV-1a 64 hash in the connect request's private data, with its
+ * receive buffers: count = credits, size, and their address and rkey); the
+ * context's connection thread (flit-rdma, asleep in poll() between CM
+ * events) finds the source, creates the QP and accepts (private data: the
+ * session, the address of the credit counter the receiver writes, the data
+ * path).  Once established it posts an INFO frame (session, next sequence
+ * number, topic) and adds the connection to the source's fan-out.  A send
+ * builds its frame in a registered slot of the source's slot ring and posts
+ * it to every connection: SEND into the receiver's next buffer, or RDMA
+ * WRITE with immediate (the frame length) into the same buffer, by
+ * source.rdma.mode; inline when it fits.  Sends are signalled every
+ * slots/4 work requests; a slot is reused when every connection has
+ * completed the frame that used it before.
+ *
+ * Flow control.  Each frame consumes one receive buffer.  The receiver
+ * returns buffers by RDMA-writing a cumulative "freed" counter into the
+ * source's memory (every depth/4 buffers, when the frames stop, and once a
+ * second as a keepalive).  A source whose receiver has no buffer left (one is kept for
+ * the END frame), or whose send queue or slot ring is full, polls its
+ * completion queues once and then returns FLIT_BACK_PRESSURED: nothing is
+ * sent to anyone (all or nothing, so no receiver sees a gap).  A slow
+ * receiver slows its source; nothing is dropped.
+ *
+ * Receive side.  For each subscribed topic with receiver.rdma.static =
+ * addr:port a receiver keeps one connection to the source context there,
+ * driven from flit_ctx_poll() (rdma_cm events on a non-blocking channel,
+ * looked at about every millisecond).  Completion queues are polled without a
+ * system call; a buffer is re-posted once its frame has been delivered.
+ * INFO starts the session (BOS); HB with FLIT_HBF_END ends it (EOS); a
+ * disconnect, a failed work request or a silent peer ends it with
+ * FLIT_MSGF_SOURCE_DIED after the frames already received are delivered.
+ * Failed or lost connections are retried after receiver.rdma.retry_ms,
+ * backing off to ten times that; the reason (no listener, no such topic,
+ * unreachable) is logged once per change.
+ *
+ * Why SEND by default, not WRITE with immediate: docs/PROTOCOL.md, "RDMA
+ * connections".  Verbs return positive error numbers (ibv_post_*) or -1 with
+ * errno (librdmacm, ibv_create_*): converted here to -errno.
+ */
+#ifndef FLIT_RDMA_RC_H
+#define FLIT_RDMA_RC_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "core.h"
+#include "ctl.h"
+#include "rdma/rdma.h"
+
+#define MS             1000000ull
+#define HOUSE_NS       (1 * MS)    /* receive-side timers: CM events, reconnects */
+#define KEEPALIVE_NS   (1000 * MS) /* a receiver rewrites its counter this often */
+#define CM_TIMEOUT_MS  2000        /* address and route resolution */
+#define CLOSE_WAIT_NS  (2000 * MS) /* a closing source waits for END completions */
+#define MAX_DEVS       8
+#define CTL_BYTES      512         /* INFO with a 255-byte topic: 312 */
+#define SIG_RING       64          /* signalled sends outstanding per connection */
+#define RX_SQ          32          /* receiver: credit writes outstanding */
+#define CW_SLOTS       32
+#define RX_BATCH       16
+#define WRID_SEND      (1ull << 63) /* receiver: a credit write's completion */
+/* Polls between two looks at the clock (timers: CM events, reconnects,
+ * keepalives), so that a spinning receiver does not pay for a clock read
+ * each time: 1024 polls are tens of microseconds on hardware, about a
+ * millisecond under emulation (where a clock read is a 1.4 us system call:
+ * the TCG guest's clocksource is the HPET).  Until a connection is up,
+ * every IDLE_POLLS_CONNECTING. */
+#define IDLE_POLLS     1024
+#define IDLE_POLLS_CONNECTING 16
+
+/* ---- state --------------------------------------------------------------------- */
+
+/* Source side: the block a connection registers for its receiver: the
+ * credit counter the receiver writes, and the frames only this connection
+ * sends (INFO, END). */
+struct sblk {
+	_Alignas(64) volatile uint64_t freed; /* buffers the receiver re-posted, cumulative */
+	uint8_t pad[56];
+	uint8_t info[CTL_BYTES];
+	uint8_t end[64];
+};
+
+struct rsrc;
+
+struct sconn {                   /* source side: one receiver */
+	struct sconn *next;          /* tp->sconns (tp->lock) */
+	struct flit_tp *tp;
+	struct rsrc *src;            /* NULL once detached (tp->lock) */
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct sblk *blk;
+	unsigned dev;
+	uint8_t mode;                /* enum flit_rdma_wire_mode */
+	uint32_t depth, bufsz, rkey, inl, sq;
+	uint64_t ring;
+	/* the rest: the source's lock */
+	uint64_t sent;               /* receive buffers consumed */
+	uint64_t limit;              /* sent may reach it (cached credits) */
+	uint64_t wr_posted, wr_done, last_sig;
+	uint64_t first_frame;        /* the first source frame posted here */
+	/* planned at accept (late join, or a receiver older than the source):
+	 * replay retained frames from replay_from, INFO's seq, how many
+	 * messages before the live stream are the retained ones */
+	uint64_t replay_from, info_seq;
+	uint32_t late;
+	bool replay;
+	uint64_t frames_done;        /* frames below it have completed */
+	uint64_t sig_head, sig_tail;
+	struct { uint64_t wr, frames; } sig[SIG_RING];
+	bool established, dead, end_posted, end_done;
+	char peer[48];
+};
+
+struct rsrc {                    /* one publisher */
+	pthread_mutex_t lock;        /* the fields below, conns, and posting */
+	struct rsrc *next;           /* tp->srcs (tp->lock) */
+	struct flit_tp *tp;
+	struct sconn **conns;        /* established, in the fan-out */
+	unsigned nconns, capconns;
+	uint8_t *slots;
+	size_t stride, slots_len;
+	uint32_t nslots, sig_every;
+	struct ibv_mr *mr[MAX_DEVS];
+	uint64_t nframes;            /* frames posted: the next frame's number */
+	bool advertised;             /* on the resolver channel (flit_ctx_res_advertise) */
+	uint8_t *frame;              /* the frame being built (its slot), or NULL */
+	uint32_t flen;
+	uint16_t fcount;
+	uint8_t *claim;
+	uint32_t claim_max;
+	uint64_t next_seq;
+	uint64_t created;            /* CLOCK_MONOTONIC */
+	uint32_t late_join;          /* source.late_join: frames kept with no receiver */
+	uint32_t session;
+	uint64_t hash;
+	bool ts, batch;
+	uint8_t mode;
+	uint32_t frame_max, frame_cap;
+	size_t max_msg;
+	uint32_t inline_max;
+	struct flit_counters c;
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+/* Receive side (the polling thread only). */
+enum rc_state { RC_ADDR, RC_ROUTE, RC_CONNECTING, RC_UP, RC_DOWN };
+
+struct rtarget;
+
+struct rconn {                   /* receiver: one connection to a source */
+	struct rconn *next;          /* tp->rconns */
+	struct flit_tp *tp;
+	struct rtarget *t;           /* NULL: the target went away */
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *mem;                /* depth buffers, then CW_SLOTS counter words */
+	size_t memlen;
+	uint64_t *cw;
+	uint32_t depth, bufsz, inl;
+	enum rc_state state;
+	uint64_t received, freed, written, cw_posted, cw_done;
+	uint64_t rx_seen;            /* received at the last housekeeping */
+	uint64_t credit_addr;
+	uint32_t credit_rkey, session, frame_max;
+	uint32_t late;               /* REP: messages kept for late join before the live stream */
+	uint8_t mode;
+	struct flit_rx_session *rs;
+	bool ended, broken, bad; /* bad: the peer broke the protocol */
+	uint64_t last_write;
+	char name[64];
+};
+
+struct rtarget {                 /* a topic we connect for, and where */
+	struct rtarget *next;
+	struct sockaddr_in sa;
+	char ep[32];
+	char topic[FLIT_TOPIC_MAX + 1];
+	uint64_t hash;
+	struct rconn *c;
+	uint32_t depth, bufsz, retry_ms, delay_ms;
+	uint64_t retry_at;
+	char why[200];               /* the last failure, logged once */
+	bool mark;
+	bool resolved;               /* found by resolution, not the static map */
+	uint64_t heard;              /* resolved: its last advertisement */
+};
+
+struct rdev {
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+};
+
+struct flit_tp {
+	struct flit_ctx *ctx;
+	const struct flit_cfg_context *cc;
+	uint32_t domain;
+	struct ibv_context **devlist; /* rdma_get_devices() */
+	struct rdev dev[MAX_DEVS];
+	unsigned ndev;
+	char desc[384];
+
+	/* source side: the connection thread and the application's threads */
+	pthread_mutex_t lock;        /* srcs, sconns, the listener */
+	struct rsrc *srcs;
+	struct sconn *sconns;
+	struct rdma_event_channel *lch;
+	struct rdma_cm_id *lid;
+	struct sockaddr_in laddr;    /* bound listen address */
+	int wakefd;
+	pthread_t thread;
+	bool thread_on, stop;
+
+	/* receive side: the polling thread */
+	struct rdma_event_channel *rch;
+	struct rtarget *targets;
+	struct rconn *rconns;
+	uint64_t next_house, now;   /* now: the last housekeeping's clock */
+	unsigned idle, nup;         /* nup: connections up */
+	bool in_poll, dirty, pattern_warned;
+};
+
+static inline uint64_t mono(void)
+{
+	return flit_monotonic_now();
+}
+
+/* rdma.c: the devices, and what both sides use */
+int rc_dev_index(const struct flit_tp *tp, const struct ibv_context *verbs);
+const char *rc_dev_name(const struct ibv_context *verbs);
+struct ibv_mr *rc_reg_mr(struct ibv_pd *pd, void *p, size_t len, int access, const char *what);
+int rc_nonblock(int fd);
+void rc_describe_update(struct flit_tp *tp, const struct rsrc *s);
+
+/* rc_src.c: the source side (the application's threads and the
+ * connection thread) */
+int rdma_src_open(struct flit_tp *tp, const char *topic,
+		  const struct flit_cfg_source *cfg, struct flit_tsrc **out);
+void rdma_src_close(struct flit_tsrc *ts);
+int rdma_send(struct flit_tsrc *ts, const void *data, size_t len);
+int rdma_claim(struct flit_tsrc *ts, size_t len, void **buf);
+int rdma_commit(struct flit_tsrc *ts, size_t len);
+int rdma_abort(struct flit_tsrc *ts);
+int rdma_flush(struct flit_tsrc *ts);
+int rdma_receivers(struct flit_tsrc *ts);
+size_t rdma_max_msg(const struct flit_tsrc *ts);
+uint64_t rdma_next_seq(const struct flit_tsrc *ts);
+void rdma_src_counters(const struct flit_tsrc *ts, struct flit_counters *c);
+void rc_listen_stop(struct flit_tp *tp);
+
+/* rc_rx.c: the receive side (the polling thread) */
+int rdma_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg);
+int rdma_subs_changed(struct flit_tp *tp);
+void rdma_res_found(struct flit_tp *tp, const struct flit_res_ad *ad);
+void rc_rx_close(struct flit_tp *tp);
+
+#endif /* FLIT_RDMA_RC_H */

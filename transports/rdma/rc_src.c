@@ -1,0 +1,1002 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The rdma transport's source side (design: rc.h): sending, the
+ * connections of receivers, the listener and its connection thread.
+ */
+#include "rdma/rc.h"
+
+/* ---- source side: sending ------------------------------------------------------- */
+
+/* Post one frame (or control frame) to a connection; -errno on failure.
+ * `frames`: what a completion of this request proves sent (source frames
+ * below it).  Caller holds the source's lock (or owns the connection). */
+static int conn_post(struct sconn *c, const void *buf, uint32_t len, uint32_t lkey,
+		     uint64_t frames, bool force_sig, uint32_t sig_every)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+	bool sig = force_sig || c->wr_posted + 1 - c->last_sig >= sig_every;
+
+	if (sig) {
+		wr.wr_id = c->sig_tail;
+		wr.send_flags = IBV_SEND_SIGNALED;
+	}
+	if (len <= c->inl)
+		wr.send_flags |= IBV_SEND_INLINE;
+	if (c->mode == FLIT_RDMA_WIRE_WRITE) {
+		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr.imm_data = htonl(len);
+		wr.wr.rdma.remote_addr = c->ring + (c->sent % c->depth) * (uint64_t)c->bufsz;
+		wr.wr.rdma.rkey = c->rkey;
+	} else {
+		wr.opcode = IBV_WR_SEND;
+	}
+	int r = ibv_post_send(c->qp, &wr, &bad);
+	if (FLIT_UNLIKELY(r))
+		return -r; /* verbs: a positive errno */
+	c->wr_posted++;
+	c->sent++;
+	if (sig) {
+		c->sig[c->sig_tail % SIG_RING].wr = c->wr_posted;
+		c->sig[c->sig_tail % SIG_RING].frames = frames;
+		c->sig_tail++;
+		c->last_sig = c->wr_posted;
+	}
+	return 0;
+}
+
+/* Reap a connection's send completions.  Returns -EIO when it failed. */
+static int conn_reap(struct sconn *c)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	while ((n = ibv_poll_cq(c->cq, 16, wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (FLIT_UNLIKELY(wc[i].status != IBV_WC_SUCCESS)) {
+				if (!c->dead)
+					flit_info("rdma: receiver %s: send failed: %s", c->peer,
+						  ibv_wc_status_str(wc[i].status));
+				c->dead = true;
+				continue;
+			}
+			if (wc[i].wr_id != c->sig_head || c->sig_head == c->sig_tail) {
+				c->dead = true; /* cannot happen: completions come in order */
+				continue;
+			}
+			c->wr_done = c->sig[c->sig_head % SIG_RING].wr;
+			if (c->sig[c->sig_head % SIG_RING].frames > c->frames_done)
+				c->frames_done = c->sig[c->sig_head % SIG_RING].frames;
+			c->sig_head++;
+			if (c->end_posted && c->sig_head == c->sig_tail)
+				c->end_done = true;
+		}
+	}
+	if (n < 0)
+		c->dead = true;
+	return c->dead ? -EIO : 0;
+}
+
+/* Re-read a connection's credit counter; the receiver writes it. */
+static void conn_credits(struct sconn *c)
+{
+	uint64_t freed = __atomic_load_n(&c->blk->freed, __ATOMIC_ACQUIRE);
+	/* a receiver frees what it received, never more: anything else is
+	 * a torn or bogus write, and the next one will be whole */
+	if (freed <= c->sent)
+		c->limit = c->depth + freed - 1; /* one buffer stays for END */
+}
+
+/* Poll every connection, refresh credits, drop dead ones.  Lock held. */
+static void src_progress(struct rsrc *s)
+{
+	unsigned j = 0;
+
+	for (unsigned i = 0; i < s->nconns; i++) {
+		struct sconn *c = s->conns[i];
+		conn_reap(c);
+		conn_credits(c);
+		if (FLIT_UNLIKELY(c->dead)) {
+			/* the connection thread frees it after the disconnect */
+			rdma_disconnect(c->id);
+			s->c.readers_evicted++;
+			continue;
+		}
+		s->conns[j++] = c;
+	}
+	s->nconns = j;
+}
+
+/* Can frame number `f` be built in its slot now (every connection has
+ * completed the frame that used the slot before)? */
+static inline bool slot_free(const struct rsrc *s, uint64_t f)
+{
+	if (f < s->nslots)
+		return true;
+	for (unsigned i = 0; i < s->nconns; i++) {
+		const struct sconn *c = s->conns[i];
+		uint64_t done = c->frames_done > c->first_frame ? c->frames_done : c->first_frame;
+		if (f - s->nslots >= done)
+			return false;
+	}
+	return true;
+}
+
+/* Every connection can take one more frame now. */
+static inline bool conns_ready(const struct rsrc *s)
+{
+	for (unsigned i = 0; i < s->nconns; i++) {
+		const struct sconn *c = s->conns[i];
+		if (c->sent >= c->limit || c->wr_posted - c->wr_done >= c->sq - 2 ||
+		    c->sig_tail - c->sig_head >= SIG_RING - 2)
+			return false;
+	}
+	return true;
+}
+
+/* 0 when a frame can be started (slot) and/or posted (credits) now;
+ * else FLIT_NOT_CONNECTED or FLIT_BACK_PRESSURED.  Lock held. */
+static int src_ready(struct rsrc *s, bool slot, bool post)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		/* with late join, frames to nobody are kept in their slots */
+		if (!s->nconns && !s->late_join)
+			return FLIT_NOT_CONNECTED;
+		if ((!slot || slot_free(s, s->nframes)) && (!post || conns_ready(s)))
+			return 0;
+		if (pass == 0)
+			src_progress(s);
+	}
+	s->c.back_pressured++;
+	return FLIT_BACK_PRESSURED;
+}
+
+/* Post the open frame to every connection.  Lock held; src_ready() said
+ * yes.  A connection that refuses the post is dropped (the others go on). */
+static void src_post_frame(struct rsrc *s)
+{
+	uint8_t *f = s->frame;
+	uint64_t nf = s->nframes;
+	bool dropped = false;
+
+	flit_st16(f + 6, s->fcount);
+	flit_st32(f + 8, s->flen);
+	for (unsigned i = 0; i < s->nconns; i++) {
+		struct sconn *c = s->conns[i];
+		int err = conn_post(c, f, s->flen, s->mr[c->dev]->lkey, nf + 1, false, s->sig_every);
+		if (FLIT_UNLIKELY(err)) {
+			flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-err));
+			c->dead = dropped = true;
+		}
+	}
+	s->nframes = nf + 1;
+	s->c.frames_sent++;
+	s->frame = NULL;
+	s->fcount = 0;
+	if (FLIT_UNLIKELY(dropped))
+		src_progress(s);
+}
+
+static inline uint8_t *slot_of(const struct rsrc *s, uint64_t f)
+{
+	return s->slots + (f & (s->nslots - 1)) * s->stride;
+}
+
+static void src_lock(struct rsrc *s) { pthread_mutex_lock(&s->lock); }
+static void src_unlock(struct rsrc *s) { pthread_mutex_unlock(&s->lock); }
+
+/* Post the open batch frame, if any.  0 or a status.  Lock held. */
+static int src_flush_locked(struct rsrc *s)
+{
+	if (!s->frame || !s->fcount)
+		return 0;
+	int r = src_ready(s, false, true);
+	if (r == FLIT_NOT_CONNECTED) {
+		/* every receiver went away: nobody is owed these */
+		s->frame = NULL;
+		s->fcount = 0;
+		return 0;
+	}
+	if (r)
+		return r;
+	src_post_frame(s);
+	return 0;
+}
+
+/* Room for one message of `len` bytes: returns its header position in the
+ * open frame (starting one if needed) via *at, or a status.  Lock held. */
+static int src_room(struct rsrc *s, size_t len, uint8_t **at)
+{
+	size_t mlen = flit_msg_wire_len(len, s->ts);
+
+	if (s->batch && s->frame) {
+		if (s->flen + mlen <= s->frame_cap && s->fcount < UINT16_MAX) {
+			*at = s->frame + s->flen;
+			return 0;
+		}
+		int r = src_flush_locked(s);
+		if (r)
+			return r;
+	}
+	/* a new frame: its slot must be free; unbatched, it goes out at once,
+	 * so the receivers' credits are needed now as well */
+	int r = src_ready(s, true, !s->batch);
+	if (r)
+		return r;
+	s->frame = slot_of(s, s->nframes);
+	flit_frame_begin(s->frame, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+	s->flen = FLIT_FRAME_HDR_LEN;
+	s->fcount = 0;
+	*at = s->frame + FLIT_FRAME_HDR_LEN;
+	return 0;
+}
+
+/* Account the message whose payload is at pl; post when due. */
+static void src_msg_done(struct rsrc *s, uint8_t *pl, uint32_t len)
+{
+	if (len & 7)
+		memset(pl + len, 0, flit_align8(len) - len);
+	s->flen = (uint32_t)(pl + flit_align8(len) - s->frame);
+	s->fcount++;
+	s->next_seq++;
+	s->c.msgs_sent++;
+	s->c.bytes_sent += len;
+	if (!s->batch)
+		src_post_frame(s); /* src_room() checked the credits */
+	else if (s->flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + 8 > s->frame_cap ||
+		 s->fcount == UINT16_MAX)
+		src_flush_locked(s); /* full: if refused, the next send retries */
+}
+
+int rdma_send(struct flit_tsrc *ts, const void *data, size_t len)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+	uint8_t *m, *pl;
+
+	if (FLIT_UNLIKELY(len > s->max_msg))
+		return flit_err(EMSGSIZE, "rdma: %s: message of %zu bytes exceeds the largest %zu "
+				"(source.rdma.frame_max %u)", s->topic, len, s->max_msg, s->frame_max);
+	src_lock(s);
+	if (FLIT_UNLIKELY(s->claim)) {
+		src_unlock(s);
+		return flit_err(EBUSY, "rdma: %s: send while a claim is open", s->topic);
+	}
+	int r = src_room(s, len, &m);
+	if (FLIT_UNLIKELY(r)) {
+		src_unlock(s);
+		return r;
+	}
+	pl = flit_frame_put_hdr(m, 0, (uint32_t)len, s->ts, s->ts ? flit_realtime_now() : 0);
+	if (len)
+		memcpy(pl, data, len);
+	src_msg_done(s, pl, (uint32_t)len);
+	src_unlock(s);
+	return 0;
+}
+
+int rdma_claim(struct flit_tsrc *ts, size_t len, void **buf)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+	uint8_t *m;
+
+	if (len > s->max_msg)
+		return flit_err(EMSGSIZE, "rdma: %s: claim of %zu bytes exceeds the largest %zu "
+				"(source.rdma.frame_max %u)", s->topic, len, s->max_msg, s->frame_max);
+	src_lock(s);
+	if (s->claim) {
+		src_unlock(s);
+		return flit_err(EBUSY, "rdma: %s: a claim is already open", s->topic);
+	}
+	int r = src_room(s, len, &m);
+	if (r) {
+		src_unlock(s);
+		return r;
+	}
+	s->claim = flit_frame_put_hdr(m, 0, (uint32_t)len, s->ts, s->ts ? flit_realtime_now() : 0);
+	s->claim_max = (uint32_t)len;
+	*buf = s->claim;
+	/* the caller writes the payload unlocked: the slot is ours (nothing
+	 * posts an open frame while a claim is open) */
+	src_unlock(s);
+	return 0;
+}
+
+int rdma_commit(struct flit_tsrc *ts, size_t len)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+
+	src_lock(s);
+	if (!s->claim || len > s->claim_max) {
+		src_unlock(s);
+		return flit_err(EINVAL, s->claim ? "rdma: %s: commit of %zu bytes exceeds the claim"
+					       : "rdma: %s: commit without a claim (%zu bytes)", s->topic, len);
+	}
+	uint8_t *pl = s->claim;
+	flit_st32(pl - (s->ts ? 12 : 4), (uint32_t)len);
+	s->claim = NULL;
+	src_msg_done(s, pl, (uint32_t)len);
+	src_unlock(s);
+	return 0;
+}
+
+int rdma_abort(struct flit_tsrc *ts)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+
+	src_lock(s);
+	if (!s->claim) {
+		src_unlock(s);
+		return flit_err(EINVAL, "rdma: %s: abort without a claim", s->topic);
+	}
+	s->claim = NULL;
+	if (!s->fcount)
+		s->frame = NULL;
+	src_unlock(s);
+	return 0;
+}
+
+int rdma_flush(struct flit_tsrc *ts)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+
+	src_lock(s);
+	if (s->claim) {
+		src_unlock(s);
+		return flit_err(EBUSY, "rdma: %s: flush with a claim open (commit or abort it first)", s->topic);
+	}
+	int r = src_flush_locked(s);
+	src_unlock(s);
+	return r;
+}
+
+int rdma_receivers(struct flit_tsrc *ts)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+
+	src_lock(s);
+	src_progress(s);
+	int n = (int)s->nconns;
+	src_unlock(s);
+	return n;
+}
+
+size_t rdma_max_msg(const struct flit_tsrc *ts)
+{
+	return ((const struct rsrc *)ts)->max_msg;
+}
+
+uint64_t rdma_next_seq(const struct flit_tsrc *ts)
+{
+	return ((const struct rsrc *)ts)->next_seq;
+}
+
+void rdma_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+
+	src_lock(s);
+	c->msgs_sent += s->c.msgs_sent;
+	c->bytes_sent += s->c.bytes_sent;
+	c->frames_sent += s->c.frames_sent;
+	c->back_pressured += s->c.back_pressured;
+	c->readers_evicted += s->c.readers_evicted;
+	src_unlock(s);
+}
+
+/* ---- source side: connections (the connection thread, tp->lock held) ---------- */
+
+static void sconn_free(struct flit_tp *tp, struct sconn *c)
+{
+	for (struct sconn **pp = &tp->sconns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	if (c->qp)
+		rdma_destroy_qp(c->id);
+	if (c->cq)
+		ibv_destroy_cq(c->cq);
+	if (c->mr)
+		ibv_dereg_mr(c->mr);
+	free(c->blk);
+	if (c->id)
+		rdma_destroy_id(c->id);
+	free(c);
+}
+
+/* Take a connection out of its source's fan-out (tp->lock held). */
+static void sconn_detach(struct sconn *c)
+{
+	struct rsrc *s = c->src;
+
+	if (!s)
+		return;
+	src_lock(s);
+	for (unsigned i = 0; i < s->nconns; i++)
+		if (s->conns[i] == c) {
+			s->conns[i] = s->conns[--s->nconns];
+			break;
+		}
+	src_unlock(s);
+	c->src = NULL;
+}
+
+static void reject(struct rdma_cm_id *id, unsigned reason, uint32_t value)
+{
+	uint8_t pd[FLIT_RDMA_REJ_LEN];
+	struct flit_rdma_rej_msg m = { .reason = (uint8_t)reason, .value = value };
+
+	flit_rdma_rej_encode(pd, &m);
+	rdma_reject(id, pd, sizeof(pd));
+}
+
+/* A connect request on the listener: find the source, set up, accept. */
+/* What a new connection gets before the live stream (lock held): a
+ * receiver older than the source, everything from the source's first
+ * message that its slots still hold; one asking for late join, the last
+ * source.late_join messages they hold.  At most depth - 2 frames (the
+ * receiver's credits, less INFO and the END kept back).  Without late join
+ * the source keeps nothing (its sends to nobody were refused). */
+static void replay_plan(struct rsrc *s, struct sconn *c, const struct flit_rdma_req *rq)
+{
+	uint64_t next = s->frame ? flit_ld64(s->frame + 16) : s->next_seq;
+	uint64_t age_ms = (mono() - s->created) / 1000000u;
+	bool first = s->late_join && rq->sub_age_ms > age_ms;
+	bool late = s->late_join && (rq->flags & FLIT_RDMA_REQF_LATE);
+	uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
+	uint64_t room = rq->depth - 2;
+
+	c->replay = false;
+	c->late = 0;
+	if (!first && !late)
+		return;
+	if (s->nframes - lo > room)
+		lo = s->nframes - room;
+	uint64_t want = first ? 0 : next > s->late_join ? next - s->late_join : 0;
+	uint64_t f = s->nframes;
+	while (f > lo && flit_ld64(slot_of(s, f - 1) + 16) > want)
+		f--;
+	if (f > lo)
+		f--; /* the frame holding `want` */
+	if (f == s->nframes && !first)
+		return; /* nothing kept */
+	c->replay = true;
+	c->replay_from = f;
+	if (first) {
+		c->info_seq = 0; /* what it no longer holds is loss */
+	} else {
+		uint64_t fs = flit_ld64(slot_of(s, f) + 16);
+		c->info_seq = fs > want ? fs : want;
+		c->late = (uint32_t)(next - c->info_seq);
+	}
+}
+
+static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
+			       const uint8_t *pd, size_t pdlen)
+{
+	struct flit_rdma_req rq;
+	struct sconn *c = NULL;
+	struct rsrc *s;
+	unsigned ver;
+	char peer[48];
+	int err, d;
+
+	flit_ep_str((struct sockaddr_in *)rdma_get_peer_addr(id), peer, sizeof(peer));
+	err = flit_rdma_req_decode(pd, pdlen, &rq, &ver);
+	if (err == -EPROTO) {
+		flit_info("rdma: connection from %s refused: not a flit receiver, or version %u (ours: %u)",
+			  peer, ver, FLIT_RDMA_VERSION);
+		reject(id, FLIT_RDMA_REJ_VERSION, FLIT_RDMA_VERSION);
+		goto drop;
+	}
+	if (err) {
+		reject(id, FLIT_RDMA_REJ_BAD, 0);
+		goto drop;
+	}
+	if (rq.domain != tp->domain) {
+		reject(id, FLIT_RDMA_REJ_DOMAIN, tp->domain);
+		goto drop;
+	}
+	for (s = tp->srcs; s; s = s->next)
+		if (s->hash == rq.topic_hash)
+			break;
+	if (!s) {
+		reject(id, FLIT_RDMA_REJ_NO_TOPIC, 0);
+		goto drop;
+	}
+	if (rq.buf_size < s->frame_max) {
+		flit_info("rdma: %s: receiver %s has %u-byte buffers, frames need %u: refused",
+			  s->topic, peer, rq.buf_size, s->frame_max);
+		reject(id, FLIT_RDMA_REJ_FRAME, s->frame_max);
+		goto drop;
+	}
+	if (s->mode == FLIT_RDMA_WIRE_WRITE && !(rq.flags & FLIT_RDMA_REQF_RING)) {
+		reject(id, FLIT_RDMA_REJ_BAD, 0);
+		goto drop;
+	}
+	d = rc_dev_index(tp, id->verbs);
+	if (d < 0 || !s->mr[d]) {
+		flit_warn("rdma: connection from %s on device %s, which this context did not open",
+			  peer, rc_dev_name(id->verbs));
+		reject(id, FLIT_RDMA_REJ_RESOURCES, ENODEV);
+		goto drop;
+	}
+	const char *what = "out of memory";
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	c->tp = tp;
+	c->id = id;
+	c->dev = (unsigned)d;
+	c->mode = s->mode;
+	c->depth = rq.depth;
+	c->bufsz = rq.buf_size;
+	c->ring = rq.ring_addr;
+	c->rkey = rq.ring_rkey;
+	c->sq = s->nslots + 4;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	c->blk = aligned_alloc(64, sizeof(*c->blk));
+	if (!c->blk)
+		goto fail;
+	memset(c->blk, 0, sizeof(*c->blk));
+	c->mr = rc_reg_mr(tp->dev[d].pd, c->blk, sizeof(*c->blk),
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "a credit block");
+	if (!c->mr) {
+		what = flit_errmsg();
+		goto fail;
+	}
+	what = "cannot create a completion queue";
+	c->cq = ibv_create_cq(id->verbs, (int)c->sq + 1, NULL, NULL, 0);
+	if (!c->cq)
+		goto fail;
+	what = "cannot create a queue pair";
+	/* inline: as much as asked, or less if the device says no */
+	for (uint32_t inl = s->inline_max;; inl = inl > 64 ? 64 : 0) {
+		struct ibv_qp_init_attr qa = {
+			.send_cq = c->cq, .recv_cq = c->cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = c->sq, .max_recv_wr = 1, .max_send_sge = 1,
+				 .max_recv_sge = 1, .max_inline_data = inl },
+		};
+		if (rdma_create_qp(id, tp->dev[d].pd, &qa) == 0) {
+			c->qp = id->qp;
+			c->inl = qa.cap.max_inline_data < inl ? qa.cap.max_inline_data : inl;
+			break;
+		}
+		if (!inl)
+			goto fail;
+	}
+	c->src = s;
+	id->context = c;
+	c->next = tp->sconns;
+	tp->sconns = c;
+	src_lock(s);
+	replay_plan(s, c, &rq);
+	src_unlock(s);
+
+	struct flit_rdma_rep rep = {
+		.mode = c->mode, .session_id = s->session,
+		.credit_addr = (uintptr_t)&c->blk->freed, .credit_rkey = c->mr->rkey,
+		.frame_max = s->frame_max, .depth = c->depth, .late = c->late,
+	};
+	uint8_t rpd[FLIT_RDMA_REP_LEN];
+	flit_rdma_rep_encode(rpd, &rep);
+	struct rdma_conn_param cp = {
+		.private_data = rpd, .private_data_len = sizeof(rpd),
+		.responder_resources = 0, .initiator_depth = 0,
+		.retry_count = 7, .rnr_retry_count = 7,
+	};
+	if (rdma_accept(id, &cp)) {
+		flit_info("rdma: %s: accepting %s: %s", s->topic, peer, strerror(errno));
+		sconn_free(tp, c);
+	}
+	return;
+fail:
+	err = c ? errno : ENOMEM;
+	flit_warn("rdma: %s: cannot set up the connection from %s: %s (%s)", s->topic, peer,
+		  what, strerror(err));
+	reject(id, FLIT_RDMA_REJ_RESOURCES, (uint32_t)err);
+	if (c) {
+		/* not linked yet, and no queue pair: only its memory */
+		if (c->cq)
+			ibv_destroy_cq(c->cq);
+		if (c->mr)
+			ibv_dereg_mr(c->mr);
+		free(c->blk);
+		free(c);
+	}
+drop:
+	rdma_destroy_id(id);
+}
+
+/* Established: send INFO, then the connection joins the fan-out. */
+static void on_established(struct flit_tp *tp, struct sconn *c)
+{
+	struct rsrc *s = c->src;
+
+	if (!s) { /* the source closed meanwhile */
+		rdma_disconnect(c->id);
+		return;
+	}
+	src_lock(s);
+	struct flit_ctl_info in = {
+		.domain = tp->domain, .mode = FLIT_MODE_UNICAST,
+		.data_port = ntohs(tp->laddr.sin_port), .data_addr = 0,
+		.ctl_addr = tp->laddr.sin_addr.s_addr, .ctl_port = ntohs(tp->laddr.sin_port),
+		.pid = (uint32_t)getpid(),
+	};
+	struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
+				   .len = (uint16_t)strlen(s->topic), .name = s->topic };
+	/* the receiver's first message: the first not yet posted anywhere,
+	 * or the first of the frames kept for it (replay_plan) */
+	uint64_t next = s->frame ? flit_ld64(s->frame + 16) : s->next_seq;
+	uint64_t from = s->nframes;
+	if (c->replay) {
+		from = c->replay_from;
+		next = c->info_seq;
+		/* frames sent since the plan are replayed too; what the slots or
+		 * the receiver's credits cannot hold any more is a gap (loss) */
+		uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
+		if (s->nframes - lo > c->depth - 2)
+			lo = s->nframes - (c->depth - 2);
+		if (from < lo)
+			from = lo;
+	}
+	size_t l = flit_ctl_info_encode(c->blk->info, sizeof(c->blk->info), s->session, next, &in, &t, 1);
+	c->first_frame = from;
+	c->limit = c->depth - 1;
+	int err = l ? conn_post(c, c->blk->info, (uint32_t)l, c->mr->lkey, from, true, s->sig_every)
+		    : -EINVAL;
+	for (uint64_t f = from; !err && f < s->nframes; f++) {
+		const uint8_t *fr = slot_of(s, f);
+		err = conn_post(c, fr, flit_ld32(fr + 8), s->mr[c->dev]->lkey, f + 1, false, s->sig_every);
+	}
+	if (err) {
+		src_unlock(s);
+		flit_warn("rdma: %s: receiver %s: cannot send INFO: %s", s->topic, c->peer, strerror(-err));
+		rdma_disconnect(c->id);
+		return;
+	}
+	if (s->nconns == s->capconns) {
+		unsigned cap = s->capconns ? s->capconns * 2 : 4;
+		struct sconn **v = realloc(s->conns, cap * sizeof(*v));
+		if (!v) {
+			src_unlock(s);
+			rdma_disconnect(c->id);
+			return;
+		}
+		s->conns = v;
+		s->capconns = cap;
+	}
+	s->conns[s->nconns++] = c;
+	c->established = true;
+	src_unlock(s);
+	flit_info("rdma: %s: receiver %s joined (%s, %u buffers of %u bytes, inline <= %u)",
+		  s->topic, c->peer, c->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send",
+		  c->depth, c->bufsz, c->inl);
+}
+
+static void src_cm_event(struct flit_tp *tp, struct rdma_cm_event *ev)
+{
+	enum rdma_cm_event_type type = ev->event;
+	struct rdma_cm_id *id = ev->id;
+	uint8_t pd[64];
+	size_t pdlen = 0;
+
+	if (type == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data) {
+		pdlen = ev->param.conn.private_data_len < sizeof(pd) ?
+			ev->param.conn.private_data_len : sizeof(pd);
+		memcpy(pd, ev->param.conn.private_data, pdlen);
+	}
+	/* ack first: destroying an id waits for its events' acks */
+	rdma_ack_cm_event(ev);
+
+	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		on_connect_request(tp, id, pd, pdlen);
+		return;
+	}
+	if (id == tp->lid || id->context == tp || !id->context)
+		return; /* e.g. DEVICE_REMOVAL on the listener: nothing to do */
+	struct sconn *c = id->context;
+	switch (type) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		on_established(tp, c);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		if (c->src && c->established)
+			flit_info("rdma: %s: receiver %s left (%s)", c->src->topic, c->peer,
+				  rdma_event_str(type));
+		sconn_detach(c);
+		rdma_disconnect(id);
+		sconn_free(tp, c);
+		break;
+	default:
+		break;
+	}
+}
+
+static void *cm_thread(void *arg)
+{
+	struct flit_tp *tp = arg;
+	struct pollfd pf[2] = {
+		{ .fd = tp->lch->fd, .events = POLLIN },
+		{ .fd = tp->wakefd, .events = POLLIN },
+	};
+
+	while (!__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE)) {
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents) {
+			uint64_t v;
+			if (read(tp->wakefd, &v, sizeof(v)) < 0)
+				(void)0;
+		}
+		for (;;) {
+			struct rdma_cm_event *ev;
+			if (rdma_get_cm_event(tp->lch, &ev))
+				break; /* EAGAIN: the channel is non-blocking */
+			pthread_mutex_lock(&tp->lock);
+			src_cm_event(tp, ev);
+			pthread_mutex_unlock(&tp->lock);
+		}
+	}
+	return NULL;
+}
+
+
+/* Listen for receivers (first source of the context).  tp->lock held. */
+static int listen_start(struct flit_tp *tp)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)tp->cc->rdma_port) };
+	char where[48];
+	int err;
+
+	if (tp->lid)
+		return 0;
+	if (tp->cc->rdma_address[0])
+		inet_pton(AF_INET, tp->cc->rdma_address, &a.sin_addr);
+	flit_ep_str(&a, where, sizeof(where));
+	tp->lch = rdma_create_event_channel();
+	if (!tp->lch)
+		return flit_err(errno, "rdma: cannot create an event channel: %s", strerror(errno));
+	if ((err = rc_nonblock(tp->lch->fd)) ||
+	    rdma_create_id(tp->lch, &tp->lid, tp, RDMA_PS_TCP)) {
+		err = flit_err(err ? -err : errno, "rdma: cannot create a listener: %s",
+			       strerror(err ? -err : errno));
+		goto fail;
+	}
+	if (rdma_bind_addr(tp->lid, (struct sockaddr *)&a)) {
+		int e = errno;
+		err = flit_err(e, "rdma: cannot listen on %s: %s%s", where, strerror(e),
+			       e == EADDRINUSE ? " (context.rdma.port: another context or process listens "
+						 "there; give each publishing context its own port, or 0 for any)" :
+			       e == EADDRNOTAVAIL || e == ENODEV ? " (context.rdma.address must be the address of "
+								   "an RDMA device's interface)" : "");
+		goto fail;
+	}
+	if (tp->lid->verbs && rc_dev_index(tp, tp->lid->verbs) < 0) {
+		err = flit_err(ENODEV, "rdma: %s is on device %s, which this context did not open",
+			       where, rc_dev_name(tp->lid->verbs));
+		goto fail;
+	}
+	if (rdma_listen(tp->lid, 64)) {
+		err = flit_err(errno, "rdma: cannot listen on %s: %s", where, strerror(errno));
+		goto fail;
+	}
+	tp->laddr = *(struct sockaddr_in *)rdma_get_local_addr(tp->lid);
+	tp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (tp->wakefd < 0) {
+		err = flit_err(errno, "rdma: eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	tp->stop = false;
+	err = pthread_create(&tp->thread, NULL, cm_thread, tp);
+	if (err) {
+		err = flit_err(err, "rdma: cannot start the connection thread: %s", strerror(err));
+		goto fail;
+	}
+	pthread_setname_np(tp->thread, "flit-rdma");
+	tp->thread_on = true;
+	flit_info("rdma: listening on %s", flit_ep_str(&tp->laddr, where, sizeof(where)));
+	return 0;
+fail:
+	if (tp->wakefd >= 0)
+		close(tp->wakefd);
+	tp->wakefd = -1;
+	if (tp->lid)
+		rdma_destroy_id(tp->lid);
+	tp->lid = NULL;
+	rdma_destroy_event_channel(tp->lch);
+	tp->lch = NULL;
+	return err;
+}
+
+/* Stop the connection thread, then free what is left (no source is open). */
+void rc_listen_stop(struct flit_tp *tp)
+{
+	if (tp->thread_on) {
+		uint64_t one = 1;
+		__atomic_store_n(&tp->stop, true, __ATOMIC_RELEASE);
+		if (write(tp->wakefd, &one, sizeof(one)) < 0)
+			(void)0;
+		pthread_join(tp->thread, NULL);
+		tp->thread_on = false;
+	}
+	pthread_mutex_lock(&tp->lock);
+	while (tp->sconns) {
+		struct sconn *c = tp->sconns;
+		sconn_detach(c);
+		rdma_disconnect(c->id);
+		sconn_free(tp, c);
+	}
+	if (tp->lid)
+		rdma_destroy_id(tp->lid);
+	tp->lid = NULL;
+	if (tp->lch)
+		rdma_destroy_event_channel(tp->lch);
+	tp->lch = NULL;
+	if (tp->wakefd >= 0)
+		close(tp->wakefd);
+	tp->wakefd = -1;
+	pthread_mutex_unlock(&tp->lock);
+}
+
+/* ---- source side: open and close -------------------------------------------- */
+
+int rdma_src_open(struct flit_tp *tp, const char *topic,
+			 const struct flit_cfg_source *cfg, struct flit_tsrc **out)
+{
+	struct rsrc *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return flit_err(ENOMEM, "rdma: out of memory");
+	pthread_mutex_init(&s->lock, NULL);
+	s->tp = tp;
+	snprintf(s->topic, sizeof(s->topic), "%s", topic);
+	s->hash = flit_rdma_topic_hash(topic);
+	while (!s->session)
+		if (getrandom(&s->session, sizeof(s->session), 0) != sizeof(s->session))
+			s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
+	s->ts = cfg->timestamps;
+	s->batch = cfg->batch;
+	s->created = mono();
+	s->late_join = cfg->late_join;
+	s->mode = cfg->rdma_mode == FLIT_RDMA_WRITE ? FLIT_RDMA_WIRE_WRITE : FLIT_RDMA_WIRE_SEND;
+	s->frame_max = cfg->rdma_frame_max & ~7u;
+	s->frame_cap = s->batch && cfg->batch_max < s->frame_max ? cfg->batch_max & ~7u : s->frame_max;
+	s->max_msg = (s->frame_max - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN -
+		      (s->ts ? FLIT_MSG_TS_LEN : 0)) & ~(size_t)7;
+	if (s->max_msg > FLIT_MSG_LEN_MAX)
+		s->max_msg = FLIT_MSG_LEN_MAX;
+	s->inline_max = cfg->rdma_inline;
+	s->nslots = cfg->rdma_slots;
+	s->sig_every = s->nslots / 4;
+	s->stride = (s->frame_max + 63) & ~(size_t)63;
+	s->slots_len = s->stride * s->nslots;
+	s->slots = aligned_alloc(4096, (s->slots_len + 4095) & ~(size_t)4095);
+	if (!s->slots) {
+		err = flit_err(ENOMEM, "rdma: %s: cannot allocate %zu bytes of send slots "
+			       "(source.rdma.slots x frame_max)", topic, s->slots_len);
+		goto fail;
+	}
+	memset(s->slots, 0, s->slots_len);
+	for (unsigned d = 0; d < tp->ndev; d++) {
+		s->mr[d] = rc_reg_mr(tp->dev[d].pd, s->slots, s->slots_len, 0, "send slots");
+		if (!s->mr[d]) {
+			err = -errno;
+			flit_err_wrap(-err, "rdma: %s", topic);
+			goto fail;
+		}
+	}
+	pthread_mutex_lock(&tp->lock);
+	for (struct rsrc *o = tp->srcs; o; o = o->next)
+		if (o->hash == s->hash) {
+			pthread_mutex_unlock(&tp->lock);
+			err = flit_err(EADDRINUSE, "rdma: topic '%s' already has a source in this context", topic);
+			goto fail;
+		}
+	err = listen_start(tp);
+	if (!err) {
+		s->next = tp->srcs;
+		tp->srcs = s;
+		rc_describe_update(tp, s);
+	}
+	pthread_mutex_unlock(&tp->lock);
+	if (err)
+		goto fail;
+	{
+		/* on the domain's resolver channel, when the context has one
+		 * (udp listed): receivers find it by topic or pattern */
+		struct flit_res_ad ad = {
+			.session = s->session, .mode = FLIT_MODE_RDMA,
+			.addr = tp->laddr.sin_addr.s_addr, .port = ntohs(tp->laddr.sin_port),
+			.topic = topic,
+		};
+		s->advertised = flit_ctx_res_advertise(tp->ctx, &ad) == 0;
+		if (!s->advertised)
+			flit_debug("rdma: source %s is not advertised (%s): receivers find it "
+				   "through receiver.rdma.static", topic, flit_errmsg());
+	}
+	flit_info("rdma: source %s session %08x (%s, frames <= %u bytes, %u slots)", topic, s->session,
+		  s->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send", s->frame_max, s->nslots);
+	*out = (struct flit_tsrc *)s;
+	return 0;
+fail:
+	for (unsigned d = 0; d < tp->ndev; d++)
+		if (s->mr[d])
+			ibv_dereg_mr(s->mr[d]);
+	free(s->slots);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return err;
+}
+
+void rdma_src_close(struct flit_tsrc *ts)
+{
+	struct rsrc *s = (struct rsrc *)ts;
+	struct flit_tp *tp = s->tp;
+
+	/* no new receiver from now on */
+	if (s->advertised)
+		flit_ctx_res_withdraw(tp->ctx, s->session);
+	pthread_mutex_lock(&tp->lock);
+	for (struct rsrc **pp = &tp->srcs; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&tp->lock);
+
+	/* the last frame, then END to every receiver (a buffer and a send
+	 * slot were kept for it), and wait until they have it all */
+	src_lock(s);
+	s->claim = NULL;
+	src_flush_locked(s);
+	src_progress(s);
+	uint64_t end_seq = s->next_seq;
+	for (unsigned i = 0; i < s->nconns; i++) {
+		struct sconn *c = s->conns[i];
+		size_t l = flit_ctl_hb_encode(c->blk->end, sizeof(c->blk->end), s->session, end_seq, end_seq);
+		flit_st16(c->blk->end + 4, FLIT_HBF_END);
+		if (c->sent < c->depth + c->blk->freed &&
+		    conn_post(c, c->blk->end, (uint32_t)l, c->mr->lkey, s->nframes, true, 1) == 0)
+			c->end_posted = true;
+	}
+	for (uint64_t t0 = mono(); mono() - t0 < CLOSE_WAIT_NS;) {
+		bool all = true;
+		for (unsigned i = 0; i < s->nconns; i++) {
+			struct sconn *c = s->conns[i];
+			conn_reap(c);
+			all &= !c->end_posted || c->end_done || c->dead;
+		}
+		if (all)
+			break;
+		usleep(100);
+	}
+	src_unlock(s);
+
+	/* detach every connection of ours; the connection thread frees them
+	 * when their disconnect completes */
+	pthread_mutex_lock(&tp->lock);
+	for (struct sconn *c = tp->sconns; c; c = c->next)
+		if (c->src == s) {
+			src_lock(s);
+			c->src = NULL;
+			src_unlock(s);
+			rdma_disconnect(c->id);
+		}
+	s->nconns = 0;
+	pthread_mutex_unlock(&tp->lock);
+
+	for (unsigned d = 0; d < tp->ndev; d++)
+		if (s->mr[d])
+			ibv_dereg_mr(s->mr[d]);
+	free(s->slots);
+	free(s->conns);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
