@@ -302,6 +302,214 @@ static void source_death_ends_session_receiver_reconnects(void **state)
 	isolated(case_source_dies, 150000);
 }
 
+/* ---- cases: sessions of several topics --------------------------------------- */
+
+#define ST_N      200
+#define ST_ROUNDS 50
+
+/* The publishers of a context share one session by default.  A receiver of
+ * several of its topics connects once (its source counts one receiver);
+ * every topic's messages arrive in order, numbered on their own, mixed in
+ * batched frames; a topic added to the running session is named in the
+ * stream before its first message (BOS, then its messages from 0); a
+ * publisher that closes ends its topic alone (EOS after its last message)
+ * while the others go on; the last one ends the session (EOS, clean). */
+static int case_session_topics(const char *pcfg, uint64_t rounds)
+{
+	unsigned port = new_port();
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, NULL);
+	flit_pub *p[ST_N + 1] = { 0 };
+	static const char *const want[] = { "md.s000", "md.s007", "md.s100", "md.s199", "md.new" };
+	const unsigned nw = 5, closed = 7, closed_at = (unsigned)rounds * 3 / 5, added_at = (unsigned)rounds / 2;
+	struct rx r[5];
+	flit_sub *s[5];
+	char name[32];
+
+	for (unsigned i = 0; i < ST_N; i++) {
+		snprintf(name, sizeof(name), "md.s%03u", i);
+		p[i] = pub_new(pc, name, pcfg);
+	}
+	for (unsigned k = 0; k < nw; k++) {
+		r[k] = (struct rx){ .size = 24 };
+		s[k] = sub_new(rc, want[k], port, NULL, &r[k]);
+	}
+	for (unsigned k = 0; k < nw - 1; k++)
+		CHECK(poll_until(rc, &r[k].bos, 1, 30000), "BOS of %s", want[k]);
+	/* the targets that waited for the first connection take it */
+	for (uint64_t end = tl_now_ms() + 500; tl_now_ms() < end;)
+		flit_ctx_poll(rc, 0);
+	CHECK(flit_pub_receivers(p[0]) == 1 && flit_pub_receivers(p[ST_N - 1]) == 1,
+	      "%d and %d receivers: one connection for the session's topics, not one a topic",
+	      flit_pub_receivers(p[0]), flit_pub_receivers(p[ST_N - 1]));
+	CHECK(logged("topics named in"), "the source did not say how it named its topics:\n%s", log_text);
+	for (uint64_t round = 0; round < rounds; round++) {
+		if (round == added_at)
+			p[ST_N] = pub_new(pc, "md.new", pcfg);
+		if (round == closed_at) {
+			CHECK(flush_all(p[closed], 30000), "flush before the close");
+			flit_pub_close(p[closed]);
+			p[closed] = NULL;
+		}
+		for (unsigned i = 0; i <= ST_N; i++)
+			if (p[i])
+				CHECK(send_one(p[i], rc, i == ST_N ? round - added_at : round, 24, 30000, NULL),
+				      "round %llu, topic %u stuck", (unsigned long long)round, i);
+	}
+	CHECK(flush_all(p[0], 30000), "flush");
+	const uint64_t expect[5] = { rounds, closed_at, rounds, rounds, rounds - added_at };
+	for (unsigned k = 0; k < nw; k++)
+		CHECK(poll_until(rc, &r[k].got, expect[k], 30000), "%s: %llu of %llu (%s)", want[k],
+		      (unsigned long long)r[k].got, (unsigned long long)expect[k], r[k].why);
+	CHECK(poll_until(rc, &r[1].eos, 1, 30000), "the closed topic's EOS");
+	CHECK(r[0].eos + r[2].eos + r[3].eos + r[4].eos == 0, "a topic's close ended others");
+	CHECK(flit_pub_receivers(p[0]) == 1, "%d receivers after a topic came and one went",
+	      flit_pub_receivers(p[0]));
+	for (unsigned i = 0; i <= ST_N; i++)
+		if (p[i])
+			flit_pub_close(p[i]);
+	for (unsigned k = 0; k < nw; k++) {
+		CHECK(poll_until(rc, &r[k].eos, 1, 30000), "%s: no EOS", want[k]);
+		CHECK(!r[k].bad && r[k].first == 0 && r[k].got == expect[k] && r[k].bos == 1 && !r[k].died,
+		      "%s: %llu bad (%s), %llu from %llu, BOS %llu, died %llu", want[k],
+		      (unsigned long long)r[k].bad, r[k].why, (unsigned long long)r[k].got,
+		      (unsigned long long)r[k].first, (unsigned long long)r[k].bos,
+		      (unsigned long long)r[k].died);
+	}
+	struct flit_counters c = { .sz = sizeof(c) };
+	CHECK(flit_ctx_counters(pc, &c) == 0, "counters");
+	uint64_t sent = (uint64_t)ST_N * rounds - (rounds - closed_at) + (rounds - added_at);
+	CHECK(c.msgs_sent == sent, "counted %llu sent, want %llu", (unsigned long long)c.msgs_sent,
+	      (unsigned long long)sent);
+	for (unsigned k = 0; k < nw; k++)
+		flit_sub_close(s[k]);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static int case_session_batched(void) { return case_session_topics("batch = true\n", ST_ROUNDS); }
+static int case_session_unbatched(void) { return case_session_topics(NULL, 10); }
+
+static void topics_of_a_session_share_one_connection_batched(void **state)
+{
+	(void)state;
+	isolated(case_session_batched, 120000);
+}
+
+static void topics_of_a_session_share_one_connection_unbatched(void **state)
+{
+	(void)state;
+	isolated(case_session_unbatched, 120000);
+}
+
+/* A receiver that connects to a running session of many topics is told
+ * all of them (INFO pages, more than its credits: as they come back),
+ * while the session goes on sending; its wanted topic's messages come from
+ * where it joined, in order, told with the topic's own numbers; a
+ * source.session = own publisher beside them is a session of its own. */
+static int case_session_join_running(void)
+{
+	unsigned port = new_port();
+	const unsigned n = 3000;
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, NULL);
+	flit_pub **p = calloc(n, sizeof(*p));
+	char name[64];
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "big.topic.with.a.longer.name.%05u", i);
+		p[i] = pub_new(pc, name, "batch = true\n");
+	}
+	flit_pub *own = pub_new(pc, "own.topic", "session = own\n");
+	/* the session is sending before the receiver comes (to nobody: refused) */
+	unsigned char buf[24];
+	tl_fill(buf, sizeof(buf), 0);
+	CHECK(flit_pub_send(p[0], buf, sizeof(buf)) == FLIT_NOT_CONNECTED, "a send to nobody");
+	struct rx r = { .size = 24 }, ro = { .size = 24 };
+	/* 8 buffers of 16 KiB: the pages need more, they come as credits return */
+	flit_sub *s = sub_new(rc, "big.topic.with.a.longer.name.02999", port, "rdma.depth = 8\n", &r);
+	flit_sub *so = sub_new(rc, "own.topic", port, NULL, &ro);
+	CHECK(poll_until(rc, &r.bos, 1, 60000), "BOS of the last topic named");
+	CHECK(poll_until(rc, &ro.bos, 1, 60000), "BOS of the own session's topic");
+	CHECK(wait_receivers(p[0], rc, 1, 30000) && wait_receivers(own, rc, 1, 30000),
+	      "a connection for each session");
+	for (uint64_t round = 0; round < 5; round++) {
+		for (unsigned i = 0; i < n; i++)
+			CHECK(send_one(p[i], rc, round, 24, 30000, NULL), "round %llu topic %u", (unsigned long long)round, i);
+		CHECK(send_one(own, rc, round, 24, 30000, NULL), "own, round %llu", (unsigned long long)round);
+	}
+	CHECK(flush_all(p[0], 30000), "flush");
+	CHECK(poll_until(rc, &r.got, 5, 30000) && poll_until(rc, &ro.got, 5, 30000), "got %llu and %llu of 5",
+	      (unsigned long long)r.got, (unsigned long long)ro.got);
+	for (unsigned i = 0; i < n; i++)
+		flit_pub_close(p[i]);
+	flit_pub_close(own);
+	CHECK(poll_until(rc, &r.eos, 1, 30000) && poll_until(rc, &ro.eos, 1, 30000), "EOS");
+	CHECK(!r.bad && !ro.bad && r.got == 5 && r.first == 0 && ro.got == 5 && !r.died && !ro.died,
+	      "%s / %s", r.why, ro.why);
+	struct flit_counters c = { .sz = sizeof(c) };
+	CHECK(flit_ctx_counters(rc, &c) == 0 && c.msgs_received == 10 && c.msgs_filtered == 5 * (uint64_t)(n - 1),
+	      "delivered %llu, filtered %llu (every topic's messages come; the unwanted ones are dropped, counted)",
+	      (unsigned long long)c.msgs_received, (unsigned long long)c.msgs_filtered);
+	flit_sub_close(s);
+	flit_sub_close(so);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	free(p);
+	return 0;
+}
+
+static void a_receiver_joins_a_running_session_of_3000_topics(void **state)
+{
+	(void)state;
+	isolated(case_session_join_running, 150000);
+}
+
+/* A publishing process killed (kill -9) ends each of its session's topics
+ * with SOURCE_DIED, after what they sent. */
+static int tx3_body(void *arg, int done_fd)
+{
+	unsigned port = *(unsigned *)arg;
+	flit_set_print(capture);
+	flit_ctx *ctx = ctx_new(port, NULL);
+	flit_pub *p[3] = { pub_new(ctx, "k.a", NULL), pub_new(ctx, "k.b", NULL), pub_new(ctx, "k.c", NULL) };
+	CHECK(wait_receivers(p[0], NULL, 1, 30000), "no receiver");
+	for (uint64_t i = 0; i < 100; i++)
+		for (unsigned k = 0; k < 3; k++)
+			CHECK(send_one(p[k], NULL, i, 24, 30000, NULL), "message %llu stuck", (unsigned long long)i);
+	CHECK(write(done_fd, "s", 1) == 1, "pipe");
+	for (;;)
+		pause();
+}
+
+static int case_session_killed(void)
+{
+	unsigned port = new_port();
+	struct kid k = kid_fork(tx3_body, &port);
+	kid_start(&k);
+	flit_ctx *ctx = ctx_new(0, NULL);
+	struct rx r[3] = { { .size = 24 }, { .size = 24 }, { .size = 24 } };
+	flit_sub *s[3] = { sub_new(ctx, "k.a", port, NULL, &r[0]), sub_new(ctx, "k.b", port, NULL, &r[1]),
+			   sub_new(ctx, "k.c", port, NULL, &r[2]) };
+	for (unsigned i = 0; i < 3; i++)
+		CHECK(poll_until(ctx, &r[i].got, 100, 60000), "topic %u: %llu of 100", i, (unsigned long long)r[i].got);
+	kill(k.pid, SIGKILL);
+	CHECK(kid_wait(&k, 10000) == 128 + SIGKILL, "the source did not die");
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK(poll_until(ctx, &r[i].eos, 1, 30000), "topic %u: no EOS after the source died", i);
+		CHECK(r[i].died == 1 && !r[i].bad && r[i].next == 100 && r[i].bos == 1,
+		      "topic %u: died %llu bad %llu (%s) next %llu", i, (unsigned long long)r[i].died,
+		      (unsigned long long)r[i].bad, r[i].why, (unsigned long long)r[i].next);
+		flit_sub_close(s[i]);
+	}
+	flit_ctx_close(ctx);
+	return 0;
+}
+
+static void a_killed_publisher_ends_each_topic_of_its_session(void **state)
+{
+	(void)state;
+	isolated(case_session_killed, 90000);
+}
+
 /* ---- cases: one process -------------------------------------------------------- */
 
 /* A receiver that stops polling: after its buffers (depth; one goes to
@@ -448,7 +656,9 @@ static int case_no_listener(void)
 	CHECK(logged("no source of that topic"), "no clear message:\n%s", log_text);
 	flit_pub *p = pub_new(pc, "t.later", NULL);
 	CHECK(poll_until(rc, &r.bos, 1, 30000), "the late source was not found");
-	CHECK(wait_receivers(p, rc, 1, 30000) && flit_pub_receivers(other) == 0, "receivers");
+	/* t.later joined t.other's session (the publishers of a context
+	 * share one): the connection is the session's */
+	CHECK(wait_receivers(p, rc, 1, 30000) && flit_pub_receivers(other) == 1, "receivers");
 	flit_sub_close(s);
 	flit_pub_close(p);
 	flit_pub_close(other);
@@ -611,9 +821,11 @@ static int case_resolved(void)
 	FLIT_OPTS(flit_sub_opts, lo, .on_msg = on_msg, .arg = &late);
 	flit_sub *sl = flit_sub_new(lc, "res.b", &lo);
 	CHECK(sl, "late exact subscriber");
+	/* res.a and res.b share a session: each receiving context connects
+	 * once, for both (sc for the pattern, lc for res.b) */
 	for (uint64_t end = tl_now_ms() + 30000;
-	     flit_pub_receivers(a) != 1 || flit_pub_receivers(b) != 2;) {
-		CHECK(tl_now_ms() < end, "receivers: res.a %d of 1, res.b %d of 2",
+	     flit_pub_receivers(a) != 2 || flit_pub_receivers(b) != 2;) {
+		CHECK(tl_now_ms() < end, "receivers: res.a %d of 2, res.b %d of 2",
 		      flit_pub_receivers(a), flit_pub_receivers(b));
 		poll_both(sc, lc);
 	}
@@ -748,6 +960,10 @@ int main(void)
 		cmocka_unit_test(dead_subscriber_is_dropped_others_continue_new_one_connects),
 		cmocka_unit_test(source_death_ends_session_receiver_reconnects),
 		cmocka_unit_test(resolver_finds_sources_for_pattern_and_late_exact_subscribers),
+		cmocka_unit_test(topics_of_a_session_share_one_connection_batched),
+		cmocka_unit_test(topics_of_a_session_share_one_connection_unbatched),
+		cmocka_unit_test(a_receiver_joins_a_running_session_of_3000_topics),
+		cmocka_unit_test(a_killed_publisher_ends_each_topic_of_its_session),
 	};
 	int n = 0, fails = cmocka_run_group_tests_name("rdma wire", wire, NULL, NULL);
 	struct ibv_device **l = ibv_get_device_list(&n);
@@ -769,6 +985,8 @@ int main(void)
 	port_next = 30000 + (unsigned)(getpid() % 1000) * 16;
 	printf("# RDMA address %s, ports from %u\n", addr, port_next);
 	fflush(stdout);
+	if (getenv("FLIT_TEST_FILTER")) /* one case, by a glob of its name */
+		cmocka_set_test_filter(getenv("FLIT_TEST_FILTER"));
 	return fails + cmocka_run_group_tests_name("rdma", verbs, NULL, NULL);
 }
 

@@ -79,7 +79,7 @@ struct flit_transport_ops {
 	 * another transport's source there and answer queries for it, until
 	 * withdrawn (any thread) */
 	int (*res_advertise)(struct flit_tp *tp, const struct flit_res_ad *ad);
-	void (*res_withdraw)(struct flit_tp *tp, uint32_t session);
+	void (*res_withdraw)(struct flit_tp *tp, uint32_t session, const char *topic);
 	/* optional, a transport without one (rdma): resolution found a source
 	 * of ad->mode for a topic a subscriber wants (the polling thread) */
 	void (*res_found)(struct flit_tp *tp, const struct flit_res_ad *ad);
@@ -233,11 +233,12 @@ struct flit_res_ad {
 	uint16_t port;             /* host order */
 	const char *topic;
 };
-/* Advertise (the topic is copied) / withdraw.  -ENOPROTOOPT: no transport
+/* Advertise (the topic is copied) / withdraw (the topic of the session, or
+ * NULL: one of its topics).  -ENOPROTOOPT: no transport
  * of the context has a resolver channel (udp not listed, or its resolver is
  * off).  Any thread. */
 int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad);
-void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session);
+void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session, const char *topic);
 /* From a resolver transport's poll: hand ad (addr resolved, not 0) to the
  * transport of ad->mode, if the context has it open. */
 void flit_ctx_res_found(struct flit_ctx *ctx, const struct flit_res_ad *ad);

@@ -625,11 +625,11 @@ int flit_ctx_res_advertise(struct flit_ctx *ctx, const struct flit_res_ad *ad)
 				    "context.transports (%s)", ctx->ccfg.transports);
 }
 
-void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session)
+void flit_ctx_res_withdraw(struct flit_ctx *ctx, uint32_t session, const char *topic)
 {
 	for (unsigned i = 0; i < NTRANSPORTS; i++)
 		if (transports[i]->res_withdraw && ctx->tp[i])
-			transports[i]->res_withdraw(ctx->tp[i], session);
+			transports[i]->res_withdraw(ctx->tp[i], session, topic);
 }
 
 void flit_ctx_res_found(struct flit_ctx *ctx, const struct flit_res_ad *ad)

@@ -133,7 +133,7 @@ struct flit_counters {
 	uint64_t rate_limited;    /* sends refused by the data rate limit */
 	/* messages of a joined shared session's topics that no subscriber of
 	 * this context wants (or not yet named): dropped after reliability
-	 * (udp, xdp), or in the XDP program before the copy into user space
+	 * (udp, xdp), on arrival (rdma, shm), or in the XDP program before the copy into user space
 	 * (xdp: frames of none of the wanted topics; the program's counters
 	 * count those frames as "filtered") */
 	uint64_t msgs_filtered;

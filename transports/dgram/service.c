@@ -587,11 +587,11 @@ int dg_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad)
 	return 0;
 }
 
-void dg_res_withdraw(struct flit_tp *tp, uint32_t session)
+void dg_res_withdraw(struct flit_tp *tp, uint32_t session, const char *topic)
 {
 	pthread_mutex_lock(&tp->lock);
 	for (struct fad **pp = &tp->fads; *pp; pp = &(*pp)->next)
-		if ((*pp)->session == session) {
+		if ((*pp)->session == session && (!topic || !strcmp((*pp)->topic, topic))) {
 			struct fad *a = *pp;
 			*pp = a->next;
 			free(a);

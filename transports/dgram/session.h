@@ -462,7 +462,7 @@ void dg_batch_cap_update(struct flit_tp *tp);
 
 /* ---- service.c: the transport operations it implements */
 int dg_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad);
-void dg_res_withdraw(struct flit_tp *tp, uint32_t session);
+void dg_res_withdraw(struct flit_tp *tp, uint32_t session, const char *topic);
 
 /* ---- source.c: the transport operations it implements */
 int dg_send(struct flit_tsrc *ts, const void *data, size_t len);

@@ -1,20 +1,37 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The rdma transport: reliable-connected queue pairs set up with librdmacm,
- * one per (source, receiver), carrying the codec's frames.
+ * carrying the codec's frames: one connection per (source session,
+ * receiving context).
+ *
+ * Sessions.  The publishers of a context that share their source settings
+ * share one session by default, as over udp (source.session = NAME groups
+ * them by name, = own gives a publisher a session of its own; a publisher
+ * with source.late_join and no name has its own): one slot ring, one
+ * sequence space, one set of connections, frames that mix their messages
+ * (each carries its topic's index and, once the session has had a second
+ * topic, its topic's own number: FLIT_FF_TSEQ).  Up to 65,536 topics a
+ * session.  A topic added to a running session is named to its
+ * connections by an INFO page in the stream, before its first message; a
+ * publisher that closes ends its topic with an INFO ENDED (its final
+ * number) in the stream; the last one ends the session (HB END).
  *
  * Source side.  A context that publishes over rdma listens with rdma_cm on
- * context.rdma.address:port.  A receiver connects with the topic it wants
+ * context.rdma.address:port.  A receiver connects with a topic it wants
  * (an FNV-1a 64 hash in the connect request's private data, with its
  * receive buffers: count = credits, size, and their address and rkey); the
  * context's connection thread (flit-rdma, asleep in poll() between CM
- * events) finds the source, creates the QP and accepts (private data: the
- * session, the address of the credit counter the receiver writes, the data
- * path).  Once established it posts an INFO frame (session, next sequence
- * number, topic) and adds the connection to the source's fan-out.  A send
- * builds its frame in a registered slot of the source's slot ring and posts
- * it to every connection: SEND into the receiver's next buffer, or RDMA
- * WRITE with immediate (the frame length) into the same buffer, by
+ * events) finds the topic's session, creates the QP and accepts (private
+ * data: the session, the address of the credit counter the receiver
+ * writes, the data path).  Once established the connection catches up:
+ * INFO naming every live topic of the session (one INFO for a session of
+ * one topic, else pages, with each topic's next number when no frame is
+ * open), then the frames kept for it (late join) or built since, from the
+ * slots, as its credits allow; then it takes the live stream.  Meanwhile
+ * the others go on, until the slot ring is full of frames it has not had.
+ * A send builds its frame in a registered slot of the session's slot ring
+ * and posts it to every connection: SEND into the receiver's next buffer,
+ * or RDMA WRITE with immediate (the frame length) into the same buffer, by
  * source.rdma.mode; inline when it fits.  Sends are signalled every
  * slots/4 work requests; a slot is reused when every connection has
  * completed the frame that used it before.
@@ -22,23 +39,32 @@
  * Flow control.  Each frame consumes one receive buffer.  The receiver
  * returns buffers by RDMA-writing a cumulative "freed" counter into the
  * source's memory (every depth/4 buffers, when the frames stop, and once a
- * second as a keepalive).  A source whose receiver has no buffer left (one is kept for
- * the END frame), or whose send queue or slot ring is full, polls its
- * completion queues once and then returns FLIT_BACK_PRESSURED: nothing is
- * sent to anyone (all or nothing, so no receiver sees a gap).  A slow
- * receiver slows its source; nothing is dropped.
+ * second as a keepalive).  A session whose receiver has no buffer left (one
+ * is kept for the END frame), or whose send queue or slot ring is full,
+ * polls its completion queues once and then returns FLIT_BACK_PRESSURED:
+ * nothing is sent to anyone (all or nothing, so no receiver sees a gap).
+ * A slow receiver slows its source; nothing is dropped.
  *
  * Receive side.  For each subscribed topic with receiver.rdma.static =
- * addr:port a receiver keeps one connection to the source context there,
- * driven from flit_ctx_poll() (rdma_cm events on a non-blocking channel,
- * looked at about every millisecond).  Completion queues are polled without a
- * system call; a buffer is re-posted once its frame has been delivered.
- * INFO starts the session (BOS); HB with FLIT_HBF_END ends it (EOS); a
- * disconnect, a failed work request or a silent peer ends it with
- * FLIT_MSGF_SOURCE_DIED after the frames already received are delivered.
- * Failed or lost connections are retried after receiver.rdma.retry_ms,
- * backing off to ten times that; the reason (no listener, no such topic,
- * unreachable) is logged once per change.
+ * addr:port, or found by resolution, a receiver wants a connection to the
+ * source context there; topics of one session share one (a target whose
+ * topic a connection's session names, or whose session resolution told,
+ * takes that connection; two connections that turn out to be to one
+ * session become one).  Connections are driven from flit_ctx_poll()
+ * (rdma_cm events on a non-blocking channel, looked at about every
+ * millisecond).  Completion queues are polled without a system call; a
+ * buffer is re-posted once its frame has been delivered.  INFO starts the
+ * session (BOS for each wanted topic it names); INFO ENDED ends topics;
+ * HB with FLIT_HBF_END ends the session (EOS); a disconnect, a failed work
+ * request or a silent peer ends it with FLIT_MSGF_SOURCE_DIED after the
+ * frames already received are delivered.  Failed or lost connections are
+ * retried after receiver.rdma.retry_ms, backing off to ten times that; the
+ * reason (no listener, no such topic, unreachable) is logged once per
+ * change.
+ *
+ * The files: rc.h (this: the state both sides share), rc_src.c (the source
+ * side), rc_rx.c (the receive side), rdma.c (devices, open and close, the
+ * transport's operations), wire.c (the connection messages, rdma.h).
  *
  * Why SEND by default, not WRITE with immediate: docs/PROTOCOL.md, "RDMA
  * connections".  Verbs return positive error numbers (ibv_post_*) or -1 with
@@ -74,7 +100,6 @@
 #define CM_TIMEOUT_MS  2000        /* address and route resolution */
 #define CLOSE_WAIT_NS  (2000 * MS) /* a closing source waits for END completions */
 #define MAX_DEVS       8
-#define CTL_BYTES      512         /* INFO with a 255-byte topic: 312 */
 #define SIG_RING       64          /* signalled sends outstanding per connection */
 #define RX_SQ          32          /* receiver: credit writes outstanding */
 #define CW_SLOTS       32
@@ -92,21 +117,20 @@
 /* ---- state --------------------------------------------------------------------- */
 
 /* Source side: the block a connection registers for its receiver: the
- * credit counter the receiver writes, and the frames only this connection
- * sends (INFO, END). */
+ * credit counter the receiver writes, and the frame only this connection
+ * sends (END). */
 struct sblk {
 	_Alignas(64) volatile uint64_t freed; /* buffers the receiver re-posted, cumulative */
 	uint8_t pad[56];
-	uint8_t info[CTL_BYTES];
 	uint8_t end[64];
 };
 
-struct rsrc;
+struct rsess;
 
 struct sconn {                   /* source side: one receiver */
 	struct sconn *next;          /* tp->sconns (tp->lock) */
 	struct flit_tp *tp;
-	struct rsrc *src;            /* NULL once detached (tp->lock) */
+	struct rsess *src;           /* NULL once detached (tp->lock) */
 	struct rdma_cm_id *id;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -116,17 +140,29 @@ struct sconn {                   /* source side: one receiver */
 	uint8_t mode;                /* enum flit_rdma_wire_mode */
 	uint32_t depth, bufsz, rkey, inl, sq;
 	uint64_t ring;
-	/* the rest: the source's lock */
+	uint64_t rcv_id;             /* the receiving context (REQ) */
+	/* the rest: the session's lock */
 	uint64_t sent;               /* receive buffers consumed */
 	uint64_t limit;              /* sent may reach it (cached credits) */
 	uint64_t wr_posted, wr_done, last_sig;
-	uint64_t first_frame;        /* the first source frame posted here */
+	uint64_t first_frame;        /* the first session frame posted here */
 	/* planned at accept (late join, or a receiver older than the source):
 	 * replay retained frames from replay_from, INFO's seq, how many
 	 * messages before the live stream are the retained ones */
 	uint64_t replay_from, info_seq;
 	uint32_t late;
 	bool replay;
+	/* catching up (established, not yet in the live stream): the INFO
+	 * pages naming the session's topics (registered: names_mr), page
+	 * pg_next of npg next (pg: their offsets, npg + 1), then the frames
+	 * from catch_next on, from their slots */
+	bool catching;
+	uint8_t *names;
+	struct ibv_mr *names_mr;
+	uint32_t *pg;
+	unsigned npg, pg_next;
+	uint64_t catch_next;
+	uint64_t names_wr;           /* the pages' last request: once done, names go */
 	uint64_t frames_done;        /* frames below it have completed */
 	uint64_t sig_head, sig_tail;
 	struct { uint64_t wr, frames; } sig[SIG_RING];
@@ -134,35 +170,71 @@ struct sconn {                   /* source side: one receiver */
 	char peer[48];
 };
 
-struct rsrc {                    /* one publisher */
+/* A publisher: one topic of a session (the transport's flit_tsrc).  Its
+ * messages carry idx (and, in a session of several topics, next_tseq). */
+struct rtopic {
+	struct rsess *ss;
+	uint32_t idx;                /* topic index in the session's DATA */
+	uint64_t next_tseq;          /* the topic's own number of its next message */
+	uint64_t hash;               /* flit_rdma_topic_hash() */
+	uint64_t msgs_sent, bytes_sent;
+	bool advertised;             /* on the resolver channel (flit_ctx_res_advertise) */
+	char topic[FLIT_TOPIC_MAX + 1];
+};
+
+#define RC_TOPICS_MAX   65536    /* topic indexes 0 .. 65535 */
+#define RC_SESS_NAME    64       /* source.session */
+#define RC_ANN_MAX      128      /* topics added, not yet named in the stream */
+
+/* A source session: one slot ring, sequence space and set of connections
+ * for its publishers' topics.  The lock covers everything but the list
+ * links. */
+struct rsess {
 	pthread_mutex_t lock;        /* the fields below, conns, and posting */
-	struct rsrc *next;           /* tp->srcs (tp->lock) */
+	struct rsess *next;          /* tp->srcs (tp->lock) */
 	struct flit_tp *tp;
-	struct sconn **conns;        /* established, in the fan-out */
-	unsigned nconns, capconns;
+	char label[FLIT_TOPIC_MAX + 1]; /* for messages: its first topic, or
+					 * "session NAME" */
+	char name[RC_SESS_NAME];     /* source.session's name; "" unnamed */
+	bool own;                    /* source.session = own (or late join) */
+	char cfgkey[200];            /* the settings its publishers share */
+	struct rtopic **topics;      /* by index; NULL: free (ended) */
+	unsigned ntopics, captopics, live;
+	unsigned lead;               /* the lowest index in use: its publisher
+				      * reports the session's counters */
+	bool tseq;                   /* several topics (once a second came):
+				      * every message carries its topic's number */
+	bool paged;                  /* told in INFO pages (named, or several topics) */
+	uint32_t ann[RC_ANN_MAX];    /* added, to be named before the next frame */
+	unsigned nann;
+	struct rtopic **endq;        /* closed, their ends to be told before the
+				      * next frame (each freed once told) */
+	unsigned nend, capend;
+	struct sconn **conns;        /* established: catching up or in the fan-out */
+	unsigned nconns, capconns, ncatching;
 	uint8_t *slots;
 	size_t stride, slots_len;
 	uint32_t nslots, sig_every;
 	struct ibv_mr *mr[MAX_DEVS];
 	uint64_t nframes;            /* frames posted: the next frame's number */
-	bool advertised;             /* on the resolver channel (flit_ctx_res_advertise) */
 	uint8_t *frame;              /* the frame being built (its slot), or NULL */
 	uint32_t flen;
 	uint16_t fcount;
-	uint8_t *claim;
+	uint8_t *claim;              /* a claimed message's payload */
 	uint32_t claim_max;
+	struct rtopic *claimer;      /* whose claim is open */
+	pthread_t claim_thread;
 	uint64_t next_seq;
 	uint64_t created;            /* CLOCK_MONOTONIC */
 	uint32_t late_join;          /* source.late_join: frames kept with no receiver */
 	uint32_t session;
-	uint64_t hash;
 	bool ts, batch;
 	uint8_t mode;
 	uint32_t frame_max, frame_cap;
 	size_t max_msg;
 	uint32_t inline_max;
-	struct flit_counters c;
-	char topic[FLIT_TOPIC_MAX + 1];
+	struct flit_counters c;      /* frames_sent, back_pressured, readers_evicted */
+	struct flit_counters c_base; /* c when the lead was last handed on */
 };
 
 /* Receive side (the polling thread only). */
@@ -170,10 +242,14 @@ enum rc_state { RC_ADDR, RC_ROUTE, RC_CONNECTING, RC_UP, RC_DOWN };
 
 struct rtarget;
 
-struct rconn {                   /* receiver: one connection to a source */
+struct rconn {                   /* receiver: one connection to a source session */
 	struct rconn *next;          /* tp->rconns */
 	struct flit_tp *tp;
-	struct rtarget *t;           /* NULL: the target went away */
+	struct rtarget *t;           /* the target it was made for (its failures
+				      * are told there), or another that uses it;
+				      * NULL: none uses it any more */
+	struct sockaddr_in sa;       /* the source context's listener */
+	unsigned refs;               /* targets that use it */
 	struct rdma_cm_id *id;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -191,6 +267,9 @@ struct rconn {                   /* receiver: one connection to a source */
 	uint8_t mode;
 	struct flit_rx_session *rs;
 	bool ended, broken, bad; /* bad: the peer broke the protocol */
+	bool paged;                  /* its session is told in INFO pages */
+	bool merged;                 /* a second connection to a session we
+				      * have one to: its targets went there */
 	uint64_t last_write;
 	char name[64];
 };
@@ -201,7 +280,8 @@ struct rtarget {                 /* a topic we connect for, and where */
 	char ep[32];
 	char topic[FLIT_TOPIC_MAX + 1];
 	uint64_t hash;
-	struct rconn *c;
+	struct rconn *c;             /* the connection to its session, shared */
+	uint32_t session;            /* resolved: the session advertised (0: not known) */
 	uint32_t depth, bufsz, retry_ms, delay_ms;
 	uint64_t retry_at;
 	char why[200];               /* the last failure, logged once */
@@ -226,7 +306,7 @@ struct flit_tp {
 
 	/* source side: the connection thread and the application's threads */
 	pthread_mutex_t lock;        /* srcs, sconns, the listener */
-	struct rsrc *srcs;
+	struct rsess *srcs;
 	struct sconn *sconns;
 	struct rdma_event_channel *lch;
 	struct rdma_cm_id *lid;
@@ -236,6 +316,7 @@ struct flit_tp {
 	bool thread_on, stop;
 
 	/* receive side: the polling thread */
+	uint64_t rcv_id;            /* this context in its connect requests */
 	struct rdma_event_channel *rch;
 	struct rtarget *targets;
 	struct rconn *rconns;
@@ -254,7 +335,7 @@ int rc_dev_index(const struct flit_tp *tp, const struct ibv_context *verbs);
 const char *rc_dev_name(const struct ibv_context *verbs);
 struct ibv_mr *rc_reg_mr(struct ibv_pd *pd, void *p, size_t len, int access, const char *what);
 int rc_nonblock(int fd);
-void rc_describe_update(struct flit_tp *tp, const struct rsrc *s);
+void rc_describe_update(struct flit_tp *tp, const struct rsess *s);
 
 /* rc_src.c: the source side (the application's threads and the
  * connection thread) */
@@ -271,6 +352,8 @@ size_t rdma_max_msg(const struct flit_tsrc *ts);
 uint64_t rdma_next_seq(const struct flit_tsrc *ts);
 void rdma_src_counters(const struct flit_tsrc *ts, struct flit_counters *c);
 void rc_listen_stop(struct flit_tp *tp);
+/* Wake the connection thread (it moves connections that catch up on). */
+void rc_wake(struct flit_tp *tp);
 
 /* rc_rx.c: the receive side (the polling thread) */
 int rdma_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg);

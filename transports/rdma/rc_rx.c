@@ -26,8 +26,9 @@ static void rconn_free(struct flit_tp *tp, struct rconn *c)
 			*pp = c->next;
 			break;
 		}
-	if (c->t && c->t->c == c)
-		c->t->c = NULL;
+	for (struct rtarget *t = tp->targets; t; t = t->next)
+		if (t->c == c)
+			t->c = NULL;
 	if (c->state == RC_UP)
 		tp->nup--;
 	if (c->id && (c->state == RC_UP || c->state == RC_CONNECTING))
@@ -74,14 +75,86 @@ static void target_fail(struct rtarget *t, const char *fmt, ...)
  * source said END), free it, and schedule the next attempt. */
 static int rconn_down(struct flit_tp *tp, struct rconn *c, uint64_t now);
 
+static inline bool same_ep(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/* Target t uses connection c. */
+static void target_attach(struct rconn *c, struct rtarget *t)
+{
+	t->c = c;
+	c->refs++;
+	if (!c->t)
+		c->t = t;
+}
+
+/* Target t leaves its connection, which it returns (NULL: none). */
+static struct rconn *target_detach(struct flit_tp *tp, struct rtarget *t)
+{
+	struct rconn *c = t->c;
+
+	if (!c)
+		return NULL;
+	t->c = NULL;
+	c->refs--;
+	if (c->t == t) {
+		c->t = NULL;
+		for (struct rtarget *o = tp->targets; o && !c->t; o = o->next)
+			if (o->c == c)
+				c->t = o;
+	}
+	return c;
+}
+
+/* Does the session on connection c name topic `name` (live)? */
+static bool conn_names(const struct rconn *c, const char *name)
+{
+	const struct flit_rx_session *rs = c->rs;
+
+	for (uint32_t i = 0; rs && i < rs->ntopics; i++)
+		if (rs->topics[i].name && !strcmp(rs->topics[i].name, name))
+			return true;
+	return false;
+}
+
+/* A connection target t can use: one to its source context whose session
+ * names its topic, or is the session resolution told.  *wait: one to
+ * that context is still being set up (it may be to the same session:
+ * see once it is up). */
+static struct rconn *conn_for(struct flit_tp *tp, const struct rtarget *t, bool *wait)
+{
+	*wait = false;
+	for (struct rconn *c = tp->rconns; c; c = c->next) {
+		if (c->broken || c->merged || !same_ep(&c->sa, &t->sa))
+			continue;
+		if (c->state != RC_UP) {
+			*wait = true;
+			continue;
+		}
+		if ((t->session && c->session == t->session) || conn_names(c, t->topic))
+			return c;
+	}
+	return NULL;
+}
+
 static int rconn_start(struct flit_tp *tp, struct rtarget *t, uint64_t now)
 {
-	struct rconn *c = calloc(1, sizeof(*c));
+	bool wait;
+	struct rconn *c = conn_for(tp, t, &wait);
 
+	if (c) {
+		target_attach(c, t);
+		flit_debug("%s: '%s' shares the connection to session %08x", c->name, t->topic, c->session);
+		return 0;
+	}
+	if (wait)
+		return 0; /* the next housekeeping looks again */
+	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->tp = tp;
-	c->t = t;
+	c->sa = t->sa;
 	c->depth = t->depth;
 	c->bufsz = t->bufsz;
 	c->state = RC_ADDR;
@@ -103,7 +176,7 @@ static int rconn_start(struct flit_tp *tp, struct rtarget *t, uint64_t now)
 	}
 	c->next = tp->rconns;
 	tp->rconns = c;
-	t->c = c;
+	target_attach(c, t);
 	return 0;
 }
 
@@ -171,6 +244,7 @@ static int rconn_connect(struct flit_tp *tp, struct rconn *c)
 		.depth = c->depth, .buf_size = c->bufsz,
 		.ring_addr = (uintptr_t)c->mem, .ring_rkey = c->mr->rkey,
 		.sub_age_ms = age_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)age_ms,
+		.rcv_id = tp->rcv_id,
 	};
 	uint8_t pd[FLIT_RDMA_REQ_LEN];
 	flit_rdma_req_encode(pd, &rq);
@@ -215,7 +289,24 @@ static void credit_write(struct rconn *c, bool force)
 	c->last_write = c->tp->now;
 }
 
-/* INFO from the source: the session starts (BOS). */
+/* A topic of connection c's session ended: the targets of that name leave
+ * it (the topic may come back elsewhere: they look again, after their
+ * retry delay). */
+static void topic_ended(struct flit_tp *tp, struct rconn *c, const char *name, uint64_t now)
+{
+	for (struct rtarget *t = tp->targets; t; t = t->next)
+		if (t->c == c && !strcmp(t->topic, name)) {
+			target_detach(tp, t);
+			t->delay_ms = t->retry_ms;
+			target_retry(t, now);
+		}
+	if (!c->refs)
+		c->broken = true; /* nothing of it is wanted any more */
+}
+
+/* INFO from the source: the first starts the session (BOS for each wanted
+ * topic it names); pages name more topics (a session of several), ENDED
+ * ends topics (EOS). */
 static int on_info(struct flit_tp *tp, struct rconn *c, const uint8_t *p,
 		   const struct flit_frame_hdr *h)
 {
@@ -223,41 +314,66 @@ static int on_info(struct flit_tp *tp, struct rconn *c, const uint8_t *p,
 	struct flit_ctl_name_iter it;
 	struct flit_ctl_name nm;
 	char name[FLIT_TOPIC_MAX + 1];
+	bool ended = h->flags & FLIT_INFOF_ENDED, first = !c->rs;
 	int ev = 0, want = 0;
 
 	flit_ctl_info_get(p, &in);
-	if (c->rs || in.domain != tp->domain || h->count == 0 || h->session_id != c->session) {
+	if (in.domain != tp->domain || h->session_id != c->session || (first && (ended || !h->count))) {
 		flit_ctx_rx_counters(tp->ctx)->malformed++;
 		c->broken = true;
 		return 0;
 	}
-	c->rs = flit_rx_session_new(tp->ctx, h->session_id, c->name);
-	if (!c->rs) {
-		c->broken = true;
-		return 0;
+	if (first) {
+		c->rs = flit_rx_session_new(tp->ctx, h->session_id, c->name);
+		if (!c->rs) {
+			c->broken = true;
+			return 0;
+		}
+		if (c->late)
+			flit_rx_session_late_join(c->rs, h->seq, h->seq + c->late);
+		else
+			flit_rx_session_start(c->rs, h->seq);
 	}
-	if (c->late)
-		flit_rx_session_late_join(c->rs, h->seq, h->seq + c->late);
-	else
-		flit_rx_session_start(c->rs, h->seq);
+	if (h->flags & FLIT_INFOF_PAGE)
+		c->paged = true;
 	flit_ctl_names_init(&it, p, h);
-	while (flit_ctl_names_next(&it, &nm)) {
+	for (unsigned i = 0; flit_ctl_names_next(&it, &nm); i++) {
 		memcpy(name, nm.name, nm.len);
 		name[nm.len] = '\0';
-		if (nm.idx >= h->count || !c->t || flit_rdma_topic_hash(name) != c->t->hash)
+		if (nm.idx > UINT16_MAX || (!(h->flags & (FLIT_INFOF_PAGE | FLIT_INFOF_ENDED)) && nm.idx >= h->count))
 			continue;
+		if (ended) {
+			uint64_t final = (h->flags & FLIT_INFOF_FINAL) ? flit_ctl_info_final(p, h, i) : UINT64_MAX;
+			ev += flit_rx_session_topic_end(c->rs, nm.idx, 0, final);
+			topic_ended(tp, c, name, tp->now);
+			continue;
+		}
 		int n = flit_rx_session_topic(c->rs, nm.idx, name);
 		want += n > 0 ? n : 0;
 		ev += n > 0 ? n : 0;
 	}
-	if (!want) {
+	/* each topic's number at the INFO's seq, when the session is there
+	 * (named first: the second topic named makes the session count each
+	 * topic on its own) */
+	if ((h->flags & FLIT_INFOF_NEXT) && c->rs->next_seq == h->seq) {
+		flit_ctl_names_init(&it, p, h);
+		for (unsigned i = 0; flit_ctl_names_next(&it, &nm); i++)
+			if (nm.idx <= UINT16_MAX)
+				flit_rx_session_topic_from(c->rs, nm.idx, flit_ctl_info_final(p, h, i));
+	}
+	if (!first)
+		return ev;
+	if (!want && !c->paged) {
 		flit_info("%s: session %08x has no topic we want; leaving", c->name, h->session_id);
 		c->broken = true;
 	} else {
-		flit_info("%s: joined session %08x (%s) at #%llu", c->name, h->session_id,
-			  c->t->topic, (unsigned long long)h->seq);
-		c->t->delay_ms = c->t->retry_ms;
-		c->t->why[0] = '\0';
+		flit_info("%s: joined session %08x (%s%s) at #%llu", c->name, h->session_id,
+			  c->t ? c->t->topic : "?", c->paged ? ", in pages" : "", (unsigned long long)h->seq);
+		for (struct rtarget *t = tp->targets; t; t = t->next)
+			if (t->c == c) {
+				t->delay_ms = t->retry_ms;
+				t->why[0] = '\0';
+			}
 	}
 	return ev;
 }
@@ -355,15 +471,21 @@ static int rconn_down(struct flit_tp *tp, struct rconn *c, uint64_t now)
 {
 	int ev = 0;
 
-	if (c->state == RC_UP && c->cq)
+	if (c->state == RC_UP && c->cq && !c->merged)
 		ev += rconn_poll(tp, c, -1, flit_rx_frame, tp->ctx);
+	if (c->rs && !c->refs) {
+		/* nobody wants it any more (a topic moved away): quietly */
+		flit_rx_session_end(c->rs, 0);
+		c->rs = NULL;
+	}
 	if (c->rs) {
 		flit_info("%s: session %08x ended: the source is gone", c->name, c->session);
 		ev += flit_rx_session_end(c->rs, FLIT_MSGF_SOURCE_DIED);
 		c->rs = NULL;
 	}
-	if (c->t)
-		target_retry(c->t, now);
+	for (struct rtarget *t = tp->targets; t; t = t->next)
+		if (t->c == c)
+			target_retry(t, now);
 	rconn_free(tp, c);
 	return ev;
 }
@@ -374,7 +496,8 @@ static void rconn_up(struct flit_tp *tp, struct rconn *c, const void *pd, size_t
 	struct flit_rdma_rep rep;
 
 	if (flit_rdma_rep_decode(pd, pdlen, &rep) || rep.depth != c->depth || rep.frame_max > c->bufsz) {
-		target_fail(c->t, "the source's accept message is not one we understand");
+		if (c->t)
+			target_fail(c->t, "the source's accept message is not one we understand");
 		c->broken = true;
 		return;
 	}
@@ -387,6 +510,24 @@ static void rconn_up(struct flit_tp *tp, struct rconn *c, const void *pd, size_t
 	c->state = RC_UP;
 	c->last_write = now;
 	tp->nup++;
+	/* a second connection to a session we have one to (its target did
+	 * not know, by name or by resolution): its targets take that one */
+	for (struct rconn *o = tp->rconns; o; o = o->next) {
+		if (o == c || o->state != RC_UP || o->broken || o->merged || o->session != c->session ||
+		    !same_ep(&o->sa, &c->sa))
+			continue;
+		for (struct rtarget *t = tp->targets; t; t = t->next)
+			if (t->c == c) {
+				target_detach(tp, t);
+				target_attach(o, t);
+				t->delay_ms = t->retry_ms;
+				t->why[0] = '\0';
+			}
+		flit_debug("%s: session %08x again: its topics share the connection there", c->name,
+			   c->session);
+		c->merged = c->broken = true;
+		return;
+	}
 }
 
 static const char *cm_status(const struct rdma_cm_event *ev, char *buf, size_t n)
@@ -426,6 +567,31 @@ static const char *cm_status(const struct rdma_cm_event *ev, char *buf, size_t n
 	return buf;
 }
 
+/* The source refused connection c: this context has (or is setting up) a
+ * connection to the session of c's topic.  Its targets take that one, or
+ * look again at the next housekeeping (it is still on its way). */
+static void same_session(struct flit_tp *tp, struct rconn *c, uint32_t session, uint64_t now)
+{
+	struct rconn *o = NULL;
+
+	for (o = tp->rconns; o; o = o->next)
+		if (o != c && o->state == RC_UP && !o->broken && !o->merged && o->session == session &&
+		    same_ep(&o->sa, &c->sa))
+			break;
+	for (struct rtarget *t = tp->targets; t; t = t->next)
+		if (t->c == c) {
+			target_detach(tp, t);
+			if (o) {
+				target_attach(o, t);
+			} else {
+				t->session = session;
+				t->retry_at = now;
+			}
+		}
+	c->merged = c->broken = true;
+	tp->next_house = 0;
+}
+
 /* rdma_cm events of the receive side. */
 static int rx_cm_events(struct flit_tp *tp, uint64_t now)
 {
@@ -444,10 +610,18 @@ static int rx_cm_events(struct flit_tp *tp, uint64_t now)
 				ev->param.conn.private_data_len : sizeof(pd);
 			memcpy(pd, ev->param.conn.private_data, pdlen);
 		}
+		struct flit_rdma_rej_msg rej = { 0 };
+		if (type == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
+		    flit_rdma_rej_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &rej))
+			rej.reason = 0;
 		cm_status(ev, why, sizeof(why));
 		rdma_ack_cm_event(ev);
 		if (!c)
 			continue;
+		if (type == RDMA_CM_EVENT_REJECTED && rej.reason == FLIT_RDMA_REJ_SESSION) {
+			same_session(tp, c, rej.value, now);
+			continue;
+		}
 		switch (type) {
 		case RDMA_CM_EVENT_ADDR_RESOLVED:
 			if (rdma_resolve_route(c->id, CM_TIMEOUT_MS)) {
@@ -568,12 +742,12 @@ static void target_drop(struct flit_tp *tp, struct rtarget **pp)
 	struct rtarget *t = *pp;
 
 	*pp = t->next;
-	if (t->c) {
-		struct rconn *c = t->c;
+	struct rconn *c = target_detach(tp, t);
+	if (c && !c->refs) {
+		/* no topic of its session is wanted any more */
 		if (c->rs)
 			flit_rx_session_end(c->rs, 0);
 		c->rs = NULL;
-		c->t = NULL;
 		rconn_free(tp, c);
 	}
 	free(t);
@@ -599,6 +773,16 @@ void rdma_res_found(struct flit_tp *tp, const struct flit_res_ad *ad)
 			  ad->session, t->ep);
 	}
 	t->heard = mono();
+	t->session = ad->session;
+	if (t->c && t->c->state == RC_UP && t->c->session != ad->session) {
+		/* the topic moved to another session of that context: there */
+		struct rconn *c = target_detach(tp, t);
+		flit_info("rdma: '%s': now in session %08x at %s", t->topic, ad->session, t->ep);
+		if (!c->refs)
+			c->broken = true;
+		t->retry_at = 0;
+		tp->next_house = 0;
+	}
 }
 
 /* Targets follow the subscriptions: new ones connect at the next poll,
@@ -669,7 +853,7 @@ int rdma_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 
 	tp->in_poll = true;
 	for (struct rconn *c = tp->rconns; c && total < limit; c = c->next)
-		if (FLIT_LIKELY(c->state == RC_UP))
+		if (FLIT_LIKELY(c->state == RC_UP && !c->merged))
 			total += rconn_poll(tp, c, limit - total, fn, arg);
 	/* timers: a clock read every IDLE_POLLS polls */
 	if (FLIT_UNLIKELY(++tp->idle >= (tp->nup ? IDLE_POLLS : IDLE_POLLS_CONNECTING))) {

@@ -3,6 +3,8 @@
  * The rdma transport's source side (design: rc.h): sending, the
  * connections of receivers, the listener and its connection thread.
  */
+#include <sched.h>
+
 #include "rdma/rc.h"
 
 /* ---- source side: sending ------------------------------------------------------- */
@@ -87,8 +89,19 @@ static void conn_credits(struct sconn *c)
 		c->limit = c->depth + freed - 1; /* one buffer stays for END */
 }
 
-/* Poll every connection, refresh credits, drop dead ones.  Lock held. */
-static void src_progress(struct rsrc *s)
+static inline uint8_t *slot_of(const struct rsess *s, uint64_t f)
+{
+	return s->slots + (f & (s->nslots - 1)) * s->stride;
+}
+
+static void src_lock(struct rsess *s) { pthread_mutex_lock(&s->lock); }
+static void src_unlock(struct rsess *s) { pthread_mutex_unlock(&s->lock); }
+
+static void conn_catchup(struct rsess *s, struct sconn *c);
+
+/* Poll every connection, refresh credits, move the catching-up ones on,
+ * drop dead ones.  Lock held. */
+static void src_progress(struct rsess *s)
 {
 	unsigned j = 0;
 
@@ -96,9 +109,15 @@ static void src_progress(struct rsrc *s)
 		struct sconn *c = s->conns[i];
 		conn_reap(c);
 		conn_credits(c);
+		if (FLIT_UNLIKELY(c->catching) && !c->dead)
+			conn_catchup(s, c);
 		if (FLIT_UNLIKELY(c->dead)) {
 			/* the connection thread frees it after the disconnect */
 			rdma_disconnect(c->id);
+			if (c->catching) {
+				c->catching = false;
+				s->ncatching--;
+			}
 			s->c.readers_evicted++;
 			continue;
 		}
@@ -108,8 +127,8 @@ static void src_progress(struct rsrc *s)
 }
 
 /* Can frame number `f` be built in its slot now (every connection has
- * completed the frame that used the slot before)? */
-static inline bool slot_free(const struct rsrc *s, uint64_t f)
+ * completed the frame that used the slot before, or will never want it)? */
+static inline bool slot_free(const struct rsess *s, uint64_t f)
 {
 	if (f < s->nslots)
 		return true;
@@ -122,13 +141,19 @@ static inline bool slot_free(const struct rsrc *s, uint64_t f)
 	return true;
 }
 
-/* Every connection can take one more frame now. */
-static inline bool conns_ready(const struct rsrc *s)
+/* Connection c can take one more request now. */
+static inline bool conn_room(const struct sconn *c)
+{
+	return c->sent < c->limit && c->wr_posted - c->wr_done < c->sq - 2 &&
+	       c->sig_tail - c->sig_head < SIG_RING - 2;
+}
+
+/* Every connection in the live stream can take one more frame now. */
+static inline bool conns_ready(const struct rsess *s)
 {
 	for (unsigned i = 0; i < s->nconns; i++) {
 		const struct sconn *c = s->conns[i];
-		if (c->sent >= c->limit || c->wr_posted - c->wr_done >= c->sq - 2 ||
-		    c->sig_tail - c->sig_head >= SIG_RING - 2)
+		if (!c->catching && !conn_room(c))
 			return false;
 	}
 	return true;
@@ -136,7 +161,7 @@ static inline bool conns_ready(const struct rsrc *s)
 
 /* 0 when a frame can be started (slot) and/or posted (credits) now;
  * else FLIT_NOT_CONNECTED or FLIT_BACK_PRESSURED.  Lock held. */
-static int src_ready(struct rsrc *s, bool slot, bool post)
+static int src_ready(struct rsess *s, bool slot, bool post)
 {
 	for (int pass = 0; pass < 2; pass++) {
 		/* with late join, frames to nobody are kept in their slots */
@@ -151,42 +176,44 @@ static int src_ready(struct rsrc *s, bool slot, bool post)
 	return FLIT_BACK_PRESSURED;
 }
 
-/* Post the open frame to every connection.  Lock held; src_ready() said
- * yes.  A connection that refuses the post is dropped (the others go on). */
-static void src_post_frame(struct rsrc *s)
+/* Post the frame built in slot nframes (flen bytes) to every connection in
+ * the live stream (those catching up take it from its slot).  Lock held;
+ * src_ready() said yes.  A connection that refuses the post is dropped
+ * (the others go on). */
+static void src_post_slot(struct rsess *s, uint32_t flen)
 {
-	uint8_t *f = s->frame;
+	const uint8_t *f = slot_of(s, s->nframes);
 	uint64_t nf = s->nframes;
 	bool dropped = false;
 
-	flit_st16(f + 6, s->fcount);
-	flit_st32(f + 8, s->flen);
 	for (unsigned i = 0; i < s->nconns; i++) {
 		struct sconn *c = s->conns[i];
-		int err = conn_post(c, f, s->flen, s->mr[c->dev]->lkey, nf + 1, false, s->sig_every);
+		if (FLIT_UNLIKELY(c->catching))
+			continue;
+		int err = conn_post(c, f, flen, s->mr[c->dev]->lkey, nf + 1, false, s->sig_every);
 		if (FLIT_UNLIKELY(err)) {
 			flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-err));
 			c->dead = dropped = true;
 		}
 	}
 	s->nframes = nf + 1;
-	s->c.frames_sent++;
-	s->frame = NULL;
-	s->fcount = 0;
-	if (FLIT_UNLIKELY(dropped))
+	if (FLIT_UNLIKELY(dropped || s->ncatching))
 		src_progress(s);
 }
 
-static inline uint8_t *slot_of(const struct rsrc *s, uint64_t f)
+/* Post the open DATA frame.  Lock held; src_ready() said yes. */
+static void src_post_frame(struct rsess *s)
 {
-	return s->slots + (f & (s->nslots - 1)) * s->stride;
+	flit_st16(s->frame + 6, s->fcount);
+	flit_st32(s->frame + 8, s->flen);
+	s->c.frames_sent++;
+	s->frame = NULL;
+	s->fcount = 0;
+	src_post_slot(s, s->flen);
 }
 
-static void src_lock(struct rsrc *s) { pthread_mutex_lock(&s->lock); }
-static void src_unlock(struct rsrc *s) { pthread_mutex_unlock(&s->lock); }
-
 /* Post the open batch frame, if any.  0 or a status.  Lock held. */
-static int src_flush_locked(struct rsrc *s)
+static int src_flush_locked(struct rsess *s)
 {
 	if (!s->frame || !s->fcount)
 		return 0;
@@ -203,14 +230,120 @@ static int src_flush_locked(struct rsrc *s)
 	return 0;
 }
 
+/* The fixed part of the session's INFO. */
+static void sess_info(const struct rsess *s, struct flit_ctl_info *in)
+{
+	const struct flit_tp *tp = s->tp;
+
+	*in = (struct flit_ctl_info){
+		.domain = tp->domain, .mode = FLIT_MODE_UNICAST,
+		.data_port = ntohs(tp->laddr.sin_port), .data_addr = 0,
+		.ctl_addr = tp->laddr.sin_addr.s_addr, .ctl_port = ntohs(tp->laddr.sin_port),
+		.pid = (uint32_t)getpid(),
+	};
+}
+
+/* One INFO of topics idx[0..n) (those still live) at buf: a page (the
+ * session is paged), with each topic's next number at `seq` when `nums`,
+ * or the ENDED INFO of one topic with its final number.  How many of idx
+ * it took go to *took (it stops where the next would not fit in cap).
+ * Returns the frame's length, 0 when none of them is live. */
+static size_t sess_info_encode(const struct rsess *s, uint8_t *buf, size_t cap, uint64_t seq,
+			       const uint32_t *idx, unsigned n, bool nums, bool ended,
+			       const struct rtopic *gone, unsigned *took)
+{
+	struct flit_ctl_name t[64];
+	uint64_t num[64];
+	struct flit_ctl_info in;
+	unsigned k = 0, i = 0;
+	size_t used = 48; /* header and INFO's fixed part */
+
+	sess_info(s, &in);
+	for (; i < n && k < 64; i++) {
+		const struct rtopic *u = gone ? gone : s->topics[idx[i]];
+		if (!u)
+			continue;
+		size_t len = strlen(u->topic), w = 8 + flit_align8(len) + 8;
+		if (used + w > cap)
+			break;
+		used += w;
+		num[k] = u->next_tseq;
+		t[k++] = (struct flit_ctl_name){ .idx = u->idx, .kind = FLIT_NAME_EXACT,
+						 .len = (uint16_t)len, .name = u->topic };
+	}
+	*took = i;
+	if (!k)
+		return 0;
+	if (ended)
+		return flit_ctl_info_encode_final(buf, cap, FLIT_INFOF_ENDED | FLIT_INFOF_FINAL, s->session,
+						  seq, &in, t, k, num);
+	if (!s->paged)
+		return flit_ctl_info_encode(buf, cap, s->session, seq, &in, t, k);
+	if (nums && s->tseq)
+		return flit_ctl_info_encode_final(buf, cap, FLIT_INFOF_PAGE | FLIT_INFOF_NEXT, s->session,
+						  seq, &in, t, k, num);
+	return flit_ctl_info_encode_flags(buf, cap, FLIT_INFOF_PAGE, s->session, seq, &in, t, k);
+}
+
+/* What the stream owes its receivers before the next frame: the ends of
+ * topics that closed (INFO ENDED, after their last frame), then the names
+ * of topics added (INFO pages).  The open frame goes first.  0 or a
+ * status.  Lock held, no claim open. */
+static int src_pending(struct rsess *s)
+{
+	int r = src_flush_locked(s);
+	if (r)
+		return r;
+	while (s->nend || s->nann) {
+		r = src_ready(s, true, true);
+		if (r == FLIT_NOT_CONNECTED) {
+			/* nobody to tell: a receiver that comes gets every name */
+			for (unsigned i = 0; i < s->nend; i++)
+				free(s->endq[i]);
+			s->nend = s->nann = 0;
+			return 0;
+		}
+		if (r)
+			return r;
+		unsigned took;
+		uint8_t *f = slot_of(s, s->nframes);
+		size_t l;
+		if (s->nend) {
+			struct rtopic *gone = s->endq[0];
+			uint32_t idx = gone->idx;
+			l = sess_info_encode(s, f, s->frame_max, s->next_seq, &idx, 1, false, true, gone, &took);
+			free(gone);
+			memmove(s->endq, s->endq + 1, (s->nend - 1) * sizeof(s->endq[0]));
+			s->nend--;
+		} else {
+			/* no frame is open: each topic's number is its next at next_seq */
+			l = sess_info_encode(s, f, s->frame_max, s->next_seq, s->ann, s->nann, true, false,
+					     NULL, &took);
+			if (!took)
+				took = 1; /* cannot happen: frame_max holds the INFO of any topic (open) */
+			memmove(s->ann, s->ann + took, (s->nann - took) * sizeof(s->ann[0]));
+			s->nann -= took;
+		}
+		if (l)
+			src_post_slot(s, (uint32_t)l);
+	}
+	return 0;
+}
+
 /* Room for one message of `len` bytes: returns its header position in the
  * open frame (starting one if needed) via *at, or a status.  Lock held. */
-static int src_room(struct rsrc *s, size_t len, uint8_t **at)
+static int src_room(struct rsess *s, size_t len, uint8_t **at)
 {
-	size_t mlen = flit_msg_wire_len(len, s->ts);
+	size_t mlen = flit_msg_wire_len(len, s->ts) + (s->tseq ? FLIT_MSG_TSEQ_LEN : 0);
 
+	if (FLIT_UNLIKELY(s->nann | s->nend)) {
+		int r = src_pending(s);
+		if (r)
+			return r;
+	}
 	if (s->batch && s->frame) {
-		if (s->flen + mlen <= s->frame_cap && s->fcount < UINT16_MAX) {
+		if (s->flen + mlen <= s->frame_cap && s->fcount < UINT16_MAX &&
+		    !(flit_ld16(s->frame + 4) & FLIT_FF_TSEQ) == !s->tseq) {
 			*at = s->frame + s->flen;
 			return 0;
 		}
@@ -224,76 +357,108 @@ static int src_room(struct rsrc *s, size_t len, uint8_t **at)
 	if (r)
 		return r;
 	s->frame = slot_of(s, s->nframes);
-	flit_frame_begin(s->frame, FLIT_FT_DATA, s->ts ? FLIT_FF_TS : 0, s->session, s->next_seq);
+	flit_frame_begin(s->frame, FLIT_FT_DATA,
+			 (s->ts ? FLIT_FF_TS : 0) | (s->tseq ? FLIT_FF_TSEQ : 0), s->session, s->next_seq);
 	s->flen = FLIT_FRAME_HDR_LEN;
 	s->fcount = 0;
 	*at = s->frame + FLIT_FRAME_HDR_LEN;
 	return 0;
 }
 
-/* Account the message whose payload is at pl; post when due. */
-static void src_msg_done(struct rsrc *s, uint8_t *pl, uint32_t len)
+/* The message header of topic t at m; returns the payload's place. */
+static inline uint8_t *src_put_hdr(struct rsess *s, struct rtopic *t, uint8_t *m, size_t len)
+{
+	uint64_t ts = s->ts ? flit_realtime_now() : 0;
+
+	if (flit_ld16(s->frame + 4) & FLIT_FF_TSEQ)
+		return flit_frame_put_hdr_tseq(m, t->idx, (uint32_t)len, s->ts, ts, t->next_tseq);
+	return flit_frame_put_hdr(m, t->idx, (uint32_t)len, s->ts, ts);
+}
+
+/* Account topic t's message whose payload is at pl; post when due. */
+static void src_msg_done(struct rsess *s, struct rtopic *t, uint8_t *pl, uint32_t len)
 {
 	if (len & 7)
 		memset(pl + len, 0, flit_align8(len) - len);
 	s->flen = (uint32_t)(pl + flit_align8(len) - s->frame);
 	s->fcount++;
 	s->next_seq++;
-	s->c.msgs_sent++;
-	s->c.bytes_sent += len;
+	t->next_tseq++;
+	t->msgs_sent++;
+	t->bytes_sent += len;
 	if (!s->batch)
 		src_post_frame(s); /* src_room() checked the credits */
-	else if (s->flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + 8 > s->frame_cap ||
+	else if (s->flen + FLIT_MSG_HDR_LEN + FLIT_MSG_TS_LEN + FLIT_MSG_TSEQ_LEN + 8 > s->frame_cap ||
 		 s->fcount == UINT16_MAX)
 		src_flush_locked(s); /* full: if refused, the next send retries */
 }
 
+/* Another thread's claim is open: wait for its commit (this thread's
+ * own: false, waiting would wait for itself).  Lock held. */
+static bool claim_wait(struct rsess *s)
+{
+	while (s->claim) {
+		if (pthread_equal(s->claim_thread, pthread_self()))
+			return false;
+		src_unlock(s);
+		sched_yield();
+		src_lock(s);
+	}
+	return true;
+}
+
 int rdma_send(struct flit_tsrc *ts, const void *data, size_t len)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rtopic *t = (struct rtopic *)ts;
+	struct rsess *s = t->ss;
 	uint8_t *m, *pl;
 
 	if (FLIT_UNLIKELY(len > s->max_msg))
 		return flit_err(EMSGSIZE, "rdma: %s: message of %zu bytes exceeds the largest %zu "
-				"(source.rdma.frame_max %u)", s->topic, len, s->max_msg, s->frame_max);
+				"(source.rdma.frame_max %u)", t->topic, len, s->max_msg, s->frame_max);
 	src_lock(s);
-	if (FLIT_UNLIKELY(s->claim)) {
+	if (FLIT_UNLIKELY(s->claim) && !claim_wait(s)) {
 		src_unlock(s);
-		return flit_err(EBUSY, "rdma: %s: send while a claim is open", s->topic);
+		return flit_err(EBUSY, "rdma: %s: send while a claim is open%s", t->topic,
+				s->claimer == t ? "" : " (of another publisher of its session, on this thread)");
 	}
 	int r = src_room(s, len, &m);
 	if (FLIT_UNLIKELY(r)) {
 		src_unlock(s);
 		return r;
 	}
-	pl = flit_frame_put_hdr(m, 0, (uint32_t)len, s->ts, s->ts ? flit_realtime_now() : 0);
+	pl = src_put_hdr(s, t, m, len);
 	if (len)
 		memcpy(pl, data, len);
-	src_msg_done(s, pl, (uint32_t)len);
+	src_msg_done(s, t, pl, (uint32_t)len);
 	src_unlock(s);
 	return 0;
 }
 
 int rdma_claim(struct flit_tsrc *ts, size_t len, void **buf)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rtopic *t = (struct rtopic *)ts;
+	struct rsess *s = t->ss;
 	uint8_t *m;
 
 	if (len > s->max_msg)
 		return flit_err(EMSGSIZE, "rdma: %s: claim of %zu bytes exceeds the largest %zu "
-				"(source.rdma.frame_max %u)", s->topic, len, s->max_msg, s->frame_max);
+				"(source.rdma.frame_max %u)", t->topic, len, s->max_msg, s->frame_max);
 	src_lock(s);
-	if (s->claim) {
+	if (s->claim && !claim_wait(s)) {
 		src_unlock(s);
-		return flit_err(EBUSY, "rdma: %s: a claim is already open", s->topic);
+		return flit_err(EBUSY, "rdma: %s: a claim is already open%s", t->topic,
+				s->claimer == t ? "" : " (of another publisher of its session, on this thread)");
 	}
 	int r = src_room(s, len, &m);
 	if (r) {
 		src_unlock(s);
 		return r;
 	}
-	s->claim = flit_frame_put_hdr(m, 0, (uint32_t)len, s->ts, s->ts ? flit_realtime_now() : 0);
+	s->claim = src_put_hdr(s, t, m, len);
 	s->claim_max = (uint32_t)len;
+	s->claimer = t;
+	s->claim_thread = pthread_self();
 	*buf = s->claim;
 	/* the caller writes the payload unlocked: the slot is ours (nothing
 	 * posts an open frame while a claim is open) */
@@ -303,32 +468,37 @@ int rdma_claim(struct flit_tsrc *ts, size_t len, void **buf)
 
 int rdma_commit(struct flit_tsrc *ts, size_t len)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rtopic *t = (struct rtopic *)ts;
+	struct rsess *s = t->ss;
 
 	src_lock(s);
-	if (!s->claim || len > s->claim_max) {
+	if (!s->claim || s->claimer != t || len > s->claim_max) {
 		src_unlock(s);
-		return flit_err(EINVAL, s->claim ? "rdma: %s: commit of %zu bytes exceeds the claim"
-					       : "rdma: %s: commit without a claim (%zu bytes)", s->topic, len);
+		return flit_err(EINVAL, s->claim && s->claimer == t ?
+				"rdma: %s: commit of %zu bytes exceeds the claim" :
+				"rdma: %s: commit without a claim (%zu bytes)", t->topic, len);
 	}
 	uint8_t *pl = s->claim;
-	flit_st32(pl - (s->ts ? 12 : 4), (uint32_t)len);
+	flit_st32(pl - flit_msg_hdr_len(flit_ld16(s->frame + 4)) + 4, (uint32_t)len);
 	s->claim = NULL;
-	src_msg_done(s, pl, (uint32_t)len);
+	s->claimer = NULL;
+	src_msg_done(s, t, pl, (uint32_t)len);
 	src_unlock(s);
 	return 0;
 }
 
 int rdma_abort(struct flit_tsrc *ts)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rtopic *t = (struct rtopic *)ts;
+	struct rsess *s = t->ss;
 
 	src_lock(s);
-	if (!s->claim) {
+	if (!s->claim || s->claimer != t) {
 		src_unlock(s);
-		return flit_err(EINVAL, "rdma: %s: abort without a claim", s->topic);
+		return flit_err(EINVAL, "rdma: %s: abort without a claim", t->topic);
 	}
 	s->claim = NULL;
+	s->claimer = NULL;
 	if (!s->fcount)
 		s->frame = NULL;
 	src_unlock(s);
@@ -337,21 +507,25 @@ int rdma_abort(struct flit_tsrc *ts)
 
 int rdma_flush(struct flit_tsrc *ts)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rtopic *t = (struct rtopic *)ts;
+	struct rsess *s = t->ss;
 
 	src_lock(s);
 	if (s->claim) {
 		src_unlock(s);
-		return flit_err(EBUSY, "rdma: %s: flush with a claim open (commit or abort it first)", s->topic);
+		if (s->claimer == t)
+			return flit_err(EBUSY, "rdma: %s: flush with a claim open (commit or abort it first)",
+					t->topic);
+		return 0; /* another publisher's claim: its commit posts the frame when due */
 	}
-	int r = src_flush_locked(s);
+	int r = s->nann || s->nend ? src_pending(s) : src_flush_locked(s);
 	src_unlock(s);
 	return r;
 }
 
 int rdma_receivers(struct flit_tsrc *ts)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rsess *s = ((struct rtopic *)ts)->ss;
 
 	src_lock(s);
 	src_progress(s);
@@ -362,24 +536,31 @@ int rdma_receivers(struct flit_tsrc *ts)
 
 size_t rdma_max_msg(const struct flit_tsrc *ts)
 {
-	return ((const struct rsrc *)ts)->max_msg;
+	return ((const struct rtopic *)ts)->ss->max_msg;
 }
 
 uint64_t rdma_next_seq(const struct flit_tsrc *ts)
 {
-	return ((const struct rsrc *)ts)->next_seq;
+	return __atomic_load_n(&((const struct rtopic *)ts)->next_tseq, __ATOMIC_RELAXED);
 }
 
+/* A publisher's counters: its own messages and bytes; the session's
+ * frames, back-pressure and evictions with the session's lead publisher
+ * only (the lowest index in use), so that a context's totals count them
+ * once. */
 void rdma_src_counters(const struct flit_tsrc *ts, struct flit_counters *c)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	const struct rtopic *t = (const struct rtopic *)ts;
+	struct rsess *s = t->ss;
 
 	src_lock(s);
-	c->msgs_sent += s->c.msgs_sent;
-	c->bytes_sent += s->c.bytes_sent;
-	c->frames_sent += s->c.frames_sent;
-	c->back_pressured += s->c.back_pressured;
-	c->readers_evicted += s->c.readers_evicted;
+	c->msgs_sent += t->msgs_sent;
+	c->bytes_sent += t->bytes_sent;
+	if (s->lead < s->ntopics && s->topics[s->lead] == t) {
+		c->frames_sent += s->c.frames_sent - s->c_base.frames_sent;
+		c->back_pressured += s->c.back_pressured - s->c_base.back_pressured;
+		c->readers_evicted += s->c.readers_evicted - s->c_base.readers_evicted;
+	}
 	src_unlock(s);
 }
 
@@ -398,16 +579,20 @@ static void sconn_free(struct flit_tp *tp, struct sconn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->mr)
 		ibv_dereg_mr(c->mr);
+	if (c->names_mr)
+		ibv_dereg_mr(c->names_mr);
+	free(c->names);
+	free(c->pg);
 	free(c->blk);
 	if (c->id)
 		rdma_destroy_id(c->id);
 	free(c);
 }
 
-/* Take a connection out of its source's fan-out (tp->lock held). */
+/* Take a connection out of its session (tp->lock held). */
 static void sconn_detach(struct sconn *c)
 {
-	struct rsrc *s = c->src;
+	struct rsess *s = c->src;
 
 	if (!s)
 		return;
@@ -415,6 +600,10 @@ static void sconn_detach(struct sconn *c)
 	for (unsigned i = 0; i < s->nconns; i++)
 		if (s->conns[i] == c) {
 			s->conns[i] = s->conns[--s->nconns];
+			if (c->catching) {
+				c->catching = false;
+				s->ncatching--;
+			}
 			break;
 		}
 	src_unlock(s);
@@ -430,14 +619,13 @@ static void reject(struct rdma_cm_id *id, unsigned reason, uint32_t value)
 	rdma_reject(id, pd, sizeof(pd));
 }
 
-/* A connect request on the listener: find the source, set up, accept. */
 /* What a new connection gets before the live stream (lock held): a
- * receiver older than the source, everything from the source's first
+ * receiver older than the source, everything from the session's first
  * message that its slots still hold; one asking for late join, the last
  * source.late_join messages they hold.  At most depth - 2 frames (the
  * receiver's credits, less INFO and the END kept back).  Without late join
  * the source keeps nothing (its sends to nobody were refused). */
-static void replay_plan(struct rsrc *s, struct sconn *c, const struct flit_rdma_req *rq)
+static void replay_plan(struct rsess *s, struct sconn *c, const struct flit_rdma_req *rq)
 {
 	uint64_t next = s->frame ? flit_ld64(s->frame + 16) : s->next_seq;
 	uint64_t age_ms = (mono() - s->created) / 1000000u;
@@ -454,6 +642,8 @@ static void replay_plan(struct rsrc *s, struct sconn *c, const struct flit_rdma_
 		lo = s->nframes - room;
 	uint64_t want = first ? 0 : next > s->late_join ? next - s->late_join : 0;
 	uint64_t f = s->nframes;
+	/* the first frame holding a message at or after `want` (INFO frames
+	 * in the ring carry the session's next number: they count as theirs) */
 	while (f > lo && flit_ld64(slot_of(s, f - 1) + 16) > want)
 		f--;
 	if (f > lo)
@@ -471,12 +661,27 @@ static void replay_plan(struct rsrc *s, struct sconn *c, const struct flit_rdma_
 	}
 }
 
+/* The session of the topic a receiver asks for (tp->lock held). */
+static struct rsess *sess_of_hash(struct flit_tp *tp, uint64_t hash)
+{
+	for (struct rsess *s = tp->srcs; s; s = s->next) {
+		src_lock(s);
+		for (unsigned i = 0; i < s->ntopics; i++)
+			if (s->topics[i] && s->topics[i]->hash == hash) {
+				src_unlock(s);
+				return s;
+			}
+		src_unlock(s);
+	}
+	return NULL;
+}
+
 static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 			       const uint8_t *pd, size_t pdlen)
 {
 	struct flit_rdma_req rq;
 	struct sconn *c = NULL;
-	struct rsrc *s;
+	struct rsess *s;
 	unsigned ver;
 	char peer[48];
 	int err, d;
@@ -497,16 +702,19 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 		reject(id, FLIT_RDMA_REJ_DOMAIN, tp->domain);
 		goto drop;
 	}
-	for (s = tp->srcs; s; s = s->next)
-		if (s->hash == rq.topic_hash)
-			break;
-	if (!s) {
+	if (!(s = sess_of_hash(tp, rq.topic_hash))) {
 		reject(id, FLIT_RDMA_REJ_NO_TOPIC, 0);
 		goto drop;
 	}
+	for (struct sconn *o = tp->sconns; o; o = o->next)
+		if (o->src == s && o->rcv_id == rq.rcv_id && !o->dead) {
+			/* that context has the session: the topic comes on it */
+			reject(id, FLIT_RDMA_REJ_SESSION, s->session);
+			goto drop;
+		}
 	if (rq.buf_size < s->frame_max) {
 		flit_info("rdma: %s: receiver %s has %u-byte buffers, frames need %u: refused",
-			  s->topic, peer, rq.buf_size, s->frame_max);
+			  s->label, peer, rq.buf_size, s->frame_max);
 		reject(id, FLIT_RDMA_REJ_FRAME, s->frame_max);
 		goto drop;
 	}
@@ -533,6 +741,7 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 	c->bufsz = rq.buf_size;
 	c->ring = rq.ring_addr;
 	c->rkey = rq.ring_rkey;
+	c->rcv_id = rq.rcv_id;
 	c->sq = s->nslots + 4;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->blk = aligned_alloc(64, sizeof(*c->blk));
@@ -540,7 +749,7 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 		goto fail;
 	memset(c->blk, 0, sizeof(*c->blk));
 	c->mr = rc_reg_mr(tp->dev[d].pd, c->blk, sizeof(*c->blk),
-		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "a credit block");
+			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "a credit block");
 	if (!c->mr) {
 		what = flit_errmsg();
 		goto fail;
@@ -586,13 +795,13 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 		.retry_count = 7, .rnr_retry_count = 7,
 	};
 	if (rdma_accept(id, &cp)) {
-		flit_info("rdma: %s: accepting %s: %s", s->topic, peer, strerror(errno));
+		flit_info("rdma: %s: accepting %s: %s", s->label, peer, strerror(errno));
 		sconn_free(tp, c);
 	}
 	return;
 fail:
 	err = c ? errno : ENOMEM;
-	flit_warn("rdma: %s: cannot set up the connection from %s: %s (%s)", s->topic, peer,
+	flit_warn("rdma: %s: cannot set up the connection from %s: %s (%s)", s->label, peer,
 		  what, strerror(err));
 	reject(id, FLIT_RDMA_REJ_RESOURCES, (uint32_t)err);
 	if (c) {
@@ -608,31 +817,137 @@ drop:
 	rdma_destroy_id(id);
 }
 
-/* Established: send INFO, then the connection joins the fan-out. */
+/* The INFO pages that name the session's live topics to connection c, at
+ * `seq`, into c->names (registered).  0 or -errno.  Session lock held. */
+static int conn_names(struct rsess *s, struct sconn *c, uint64_t seq, bool nums)
+{
+	uint32_t *idx = malloc((s->ntopics ? s->ntopics : 1) * sizeof(*idx));
+	unsigned n = 0, cap = 0, np = 0;
+	size_t len = 0;
+
+	if (!idx)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->ntopics; i++)
+		if (s->topics[i])
+			idx[n++] = i;
+	/* the page frames, back to back (8-byte aligned, each <= frame_max) */
+	for (unsigned i = 0; i < n;) {
+		uint8_t scratch[8];
+		unsigned took = 0;
+		size_t need = 0;
+		(void)scratch;
+		/* measure: names of up to 64 topics, as sess_info_encode takes them */
+		size_t used = 48;
+		unsigned k = 0, j = i;
+		for (; j < n && k < 64; j++, k++) {
+			size_t w = 8 + flit_align8(strlen(s->topics[idx[j]]->topic)) + 8;
+			if (used + w > s->frame_max)
+				break;
+			used += w;
+		}
+		took = j - i;
+		need = used;
+		if (np + 2 > cap) {
+			cap = cap ? cap * 2 : 16;
+			uint32_t *v = realloc(c->pg, cap * sizeof(*v));
+			if (!v)
+				goto nomem;
+			c->pg = v;
+		}
+		c->pg[np++] = (uint32_t)len;
+		len += need;
+		i += took ? took : 1;
+	}
+	c->names = aligned_alloc(64, (len + 63) & ~(size_t)63);
+	if (!c->names)
+		goto nomem;
+	size_t off = 0;
+	unsigned p = 0;
+	for (unsigned i = 0; i < n; p++) {
+		unsigned took;
+		size_t l = sess_info_encode(s, c->names + off, s->frame_max, seq, idx + i, n - i, nums, false,
+					    NULL, &took);
+		c->pg[p] = (uint32_t)off;
+		off += l;
+		i += took ? took : 1;
+	}
+	c->pg[p] = (uint32_t)off;
+	c->npg = p;
+	c->pg_next = 0;
+	free(idx);
+	if (p) {
+		c->names_mr = rc_reg_mr(s->tp->dev[c->dev].pd, c->names, off ? off : 8, 0, "INFO pages");
+		if (!c->names_mr)
+			return -ENOMEM;
+	}
+	return 0;
+nomem:
+	free(idx);
+	return -ENOMEM;
+}
+
+/* Move connection c on with what it catches up on: its INFO pages, then
+ * the session's frames it has not had, from their slots, as far as its
+ * credits and send queue allow; then it takes the live stream.  Session
+ * lock held. */
+static void conn_catchup(struct rsess *s, struct sconn *c)
+{
+	while (c->pg_next < c->npg && conn_room(c)) {
+		uint32_t off = c->pg[c->pg_next], len = c->pg[c->pg_next + 1] - off;
+		bool last = c->pg_next + 1 == c->npg;
+		int err = conn_post(c, c->names + off, len, c->names_mr->lkey, c->catch_next, last,
+				    s->sig_every);
+		if (err) {
+			flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-err));
+			c->dead = true;
+			return;
+		}
+		c->pg_next++;
+		if (last)
+			c->names_wr = c->wr_posted;
+	}
+	if (c->pg_next < c->npg)
+		return;
+	while (c->catch_next < s->nframes && conn_room(c)) {
+		const uint8_t *f = slot_of(s, c->catch_next);
+		int err = conn_post(c, f, flit_ld32(f + 8), s->mr[c->dev]->lkey, c->catch_next + 1, false,
+				    s->sig_every);
+		if (err) {
+			flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-err));
+			c->dead = true;
+			return;
+		}
+		c->catch_next++;
+	}
+	if (c->catch_next == s->nframes) {
+		c->catching = false;
+		s->ncatching--;
+		flit_debug("rdma: %s: receiver %s caught up (%u pages)", s->label, c->peer, c->npg);
+	}
+}
+
+/* Established: the connection names the session's topics, catches up,
+ * then takes the live stream. */
 static void on_established(struct flit_tp *tp, struct sconn *c)
 {
-	struct rsrc *s = c->src;
+	struct rsess *s = c->src;
 
-	if (!s) { /* the source closed meanwhile */
+	if (!s) { /* the session closed meanwhile */
 		rdma_disconnect(c->id);
 		return;
 	}
 	src_lock(s);
-	struct flit_ctl_info in = {
-		.domain = tp->domain, .mode = FLIT_MODE_UNICAST,
-		.data_port = ntohs(tp->laddr.sin_port), .data_addr = 0,
-		.ctl_addr = tp->laddr.sin_addr.s_addr, .ctl_port = ntohs(tp->laddr.sin_port),
-		.pid = (uint32_t)getpid(),
-	};
-	struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
-				   .len = (uint16_t)strlen(s->topic), .name = s->topic };
 	/* the receiver's first message: the first not yet posted anywhere,
 	 * or the first of the frames kept for it (replay_plan) */
 	uint64_t next = s->frame ? flit_ld64(s->frame + 16) : s->next_seq;
 	uint64_t from = s->nframes;
+	/* each topic's next number is told at `next` when no message is
+	 * between them (no frame open, nothing replayed) */
+	bool nums = !s->frame && !s->claim;
 	if (c->replay) {
 		from = c->replay_from;
 		next = c->info_seq;
+		nums = false;
 		/* frames sent since the plan are replayed too; what the slots or
 		 * the receiver's credits cannot hold any more is a gap (loss) */
 		uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
@@ -641,38 +956,63 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 		if (from < lo)
 			from = lo;
 	}
-	size_t l = flit_ctl_info_encode(c->blk->info, sizeof(c->blk->info), s->session, next, &in, &t, 1);
 	c->first_frame = from;
+	c->catch_next = from;
 	c->limit = c->depth - 1;
-	int err = l ? conn_post(c, c->blk->info, (uint32_t)l, c->mr->lkey, from, true, s->sig_every)
-		    : -EINVAL;
-	for (uint64_t f = from; !err && f < s->nframes; f++) {
-		const uint8_t *fr = slot_of(s, f);
-		err = conn_post(c, fr, flit_ld32(fr + 8), s->mr[c->dev]->lkey, f + 1, false, s->sig_every);
+	int err = conn_names(s, c, next, nums);
+	if (!err && s->nconns == s->capconns) {
+		unsigned cap = s->capconns ? s->capconns * 2 : 4;
+		struct sconn **v = realloc(s->conns, cap * sizeof(*v));
+		if (v) {
+			s->conns = v;
+			s->capconns = cap;
+		} else {
+			err = -ENOMEM;
+		}
 	}
 	if (err) {
 		src_unlock(s);
-		flit_warn("rdma: %s: receiver %s: cannot send INFO: %s", s->topic, c->peer, strerror(-err));
+		flit_warn("rdma: %s: receiver %s: cannot name the topics: %s", s->label, c->peer,
+			  strerror(-err));
 		rdma_disconnect(c->id);
 		return;
 	}
-	if (s->nconns == s->capconns) {
-		unsigned cap = s->capconns ? s->capconns * 2 : 4;
-		struct sconn **v = realloc(s->conns, cap * sizeof(*v));
-		if (!v) {
-			src_unlock(s);
-			rdma_disconnect(c->id);
-			return;
-		}
-		s->conns = v;
-		s->capconns = cap;
-	}
 	s->conns[s->nconns++] = c;
 	c->established = true;
+	c->catching = true;
+	s->ncatching++;
+	conn_catchup(s, c);
+	unsigned npg = c->npg;
 	src_unlock(s);
-	flit_info("rdma: %s: receiver %s joined (%s, %u buffers of %u bytes, inline <= %u)",
-		  s->topic, c->peer, c->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send",
-		  c->depth, c->bufsz, c->inl);
+	flit_info("rdma: %s: receiver %s joined (%s, %u buffers of %u bytes, inline <= %u; %u topic%s "
+		  "named in %u INFO)", s->label, c->peer, c->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send",
+		  c->depth, c->bufsz, c->inl, s->live, s->live == 1 ? "" : "s", npg);
+	if (s->ncatching)
+		rc_wake(tp); /* the connection thread moves it on while no send does */
+}
+
+/* Move the connections that catch up on, and tell the receivers of
+ * topics added and ended, for sessions that send nothing (the connection
+ * thread, every millisecond while there is any).  tp->lock
+ * held.  Returns whether one still catches up. */
+static bool sess_catchup_all(struct flit_tp *tp)
+{
+	bool more = false;
+
+	for (struct rsess *s = tp->srcs; s; s = s->next) {
+		if (!__atomic_load_n(&s->ncatching, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&s->nann, __ATOMIC_RELAXED) && !__atomic_load_n(&s->nend, __ATOMIC_RELAXED))
+			continue;
+		src_lock(s);
+		if (!s->claim) {
+			src_progress(s);
+			if (s->nann || s->nend)
+				src_pending(s); /* a topic named or ended though none sends */
+		}
+		more |= s->ncatching || s->nann || s->nend;
+		src_unlock(s);
+	}
+	return more;
 }
 
 static void src_cm_event(struct flit_tp *tp, struct rdma_cm_event *ev)
@@ -707,7 +1047,7 @@ static void src_cm_event(struct flit_tp *tp, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		if (c->src && c->established)
-			flit_info("rdma: %s: receiver %s left (%s)", c->src->topic, c->peer,
+			flit_info("rdma: %s: receiver %s left (%s)", c->src->label, c->peer,
 				  rdma_event_str(type));
 		sconn_detach(c);
 		rdma_disconnect(id);
@@ -725,9 +1065,10 @@ static void *cm_thread(void *arg)
 		{ .fd = tp->lch->fd, .events = POLLIN },
 		{ .fd = tp->wakefd, .events = POLLIN },
 	};
+	bool catching = false;
 
 	while (!__atomic_load_n(&tp->stop, __ATOMIC_ACQUIRE)) {
-		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+		if (poll(pf, 2, catching ? 1 : -1) < 0 && errno != EINTR)
 			break;
 		if (pf[1].revents) {
 			uint64_t v;
@@ -742,10 +1083,20 @@ static void *cm_thread(void *arg)
 			src_cm_event(tp, ev);
 			pthread_mutex_unlock(&tp->lock);
 		}
+		pthread_mutex_lock(&tp->lock);
+		catching = sess_catchup_all(tp);
+		pthread_mutex_unlock(&tp->lock);
 	}
 	return NULL;
 }
 
+void rc_wake(struct flit_tp *tp)
+{
+	uint64_t one = 1;
+
+	if (tp->wakefd >= 0 && write(tp->wakefd, &one, sizeof(one)) < 0)
+		(void)0;
+}
 
 /* Listen for receivers (first source of the context).  tp->lock held. */
 static int listen_start(struct flit_tp *tp)
@@ -846,68 +1197,197 @@ void rc_listen_stop(struct flit_tp *tp)
 
 /* ---- source side: open and close -------------------------------------------- */
 
-int rdma_src_open(struct flit_tp *tp, const char *topic,
-			 const struct flit_cfg_source *cfg, struct flit_tsrc **out)
+/* The source settings the publishers of one session must share. */
+static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
 {
-	struct rsrc *s = calloc(1, sizeof(*s));
+	snprintf(buf, len, "mode %d frame_max %u slots %u inline %u batch %d batch_max %u timestamps %d "
+		 "late_join %u", c->rdma_mode, c->rdma_frame_max, c->rdma_slots, c->rdma_inline, c->batch,
+		 c->batch_max, c->timestamps, c->late_join);
+}
+
+/* Topic t joins session s (lock held): the next index; the receivers
+ * connected are told its name before the next frame.  0 or -errno. */
+static int sess_add_topic(struct rsess *s, struct rtopic *t)
+{
+	unsigned idx = s->ntopics;
+
+	if (s->ntopics >= RC_TOPICS_MAX && s->live < s->ntopics) {
+		/* every index was used once: take one whose topic ended (its
+		 * receivers had its end; a page names the new topic) */
+		idx = 0;
+		while (s->topics[idx])
+			idx++;
+	} else if (s->ntopics == s->captopics) {
+		if (s->ntopics >= RC_TOPICS_MAX)
+			return flit_err(ENOSPC, "rdma: session '%s' holds %u topics, the most one session can "
+					"(topic indexes 0 .. 65535): name another for '%s'", s->name,
+					s->ntopics, t->topic);
+		unsigned cap = s->captopics ? s->captopics * 2 : 4;
+		struct rtopic **v = realloc(s->topics, cap * sizeof(*v));
+		if (!v)
+			return flit_err(ENOMEM, "rdma: out of memory");
+		s->topics = v;
+		s->captopics = cap;
+	}
+	if (s->live && s->nann == RC_ANN_MAX) {
+		/* many added at once: name them now if the receivers can take
+		 * it, else they are named to each receiver as it (re)connects */
+		if (!s->claim)
+			src_pending(s);
+		if (s->nann == RC_ANN_MAX)
+			return flit_err(EAGAIN, "rdma: %s: %u topics added to session %08x wait to be named to "
+					"its receivers, which take no frame now: try again", t->topic,
+					RC_ANN_MAX, s->session);
+	}
+	t->ss = s;
+	t->idx = idx;
+	s->topics[idx] = t;
+	if (idx == s->ntopics)
+		s->ntopics++;
+	if (!s->live)
+		s->lead = idx;
+	if (s->live++) {
+		/* a second topic: from now on every message carries its
+		 * topic's own number (FLIT_FF_TSEQ), and receivers are told
+		 * the session in pages */
+		s->tseq = s->paged = true;
+		if (s->nconns || s->late_join) {
+			s->ann[s->nann++] = idx;
+			if (s->nann == 1)
+				rc_wake(s->tp); /* named within a millisecond, sends or not */
+		}
+	}
+	return 0;
+}
+
+int rdma_src_open(struct flit_tp *tp, const char *topic,
+		  const struct flit_cfg_source *cfg, struct flit_tsrc **out)
+{
+	struct rtopic *t = calloc(1, sizeof(*t));
+	struct rsess *s = NULL;
+	char key[sizeof(s->cfgkey)];
 	int err;
 
-	if (!s)
+	if (!t)
 		return flit_err(ENOMEM, "rdma: out of memory");
-	pthread_mutex_init(&s->lock, NULL);
-	s->tp = tp;
-	snprintf(s->topic, sizeof(s->topic), "%s", topic);
-	s->hash = flit_rdma_topic_hash(topic);
-	while (!s->session)
-		if (getrandom(&s->session, sizeof(s->session), 0) != sizeof(s->session))
-			s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
-	s->ts = cfg->timestamps;
-	s->batch = cfg->batch;
-	s->created = mono();
-	s->late_join = cfg->late_join;
-	s->mode = cfg->rdma_mode == FLIT_RDMA_WRITE ? FLIT_RDMA_WIRE_WRITE : FLIT_RDMA_WIRE_SEND;
-	s->frame_max = cfg->rdma_frame_max & ~7u;
-	s->frame_cap = s->batch && cfg->batch_max < s->frame_max ? cfg->batch_max & ~7u : s->frame_max;
-	s->max_msg = (s->frame_max - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN -
-		      (s->ts ? FLIT_MSG_TS_LEN : 0)) & ~(size_t)7;
-	if (s->max_msg > FLIT_MSG_LEN_MAX)
-		s->max_msg = FLIT_MSG_LEN_MAX;
-	s->inline_max = cfg->rdma_inline;
-	s->nslots = cfg->rdma_slots;
-	s->sig_every = s->nslots / 4;
-	s->stride = (s->frame_max + 63) & ~(size_t)63;
-	s->slots_len = s->stride * s->nslots;
-	s->slots = aligned_alloc(4096, (s->slots_len + 4095) & ~(size_t)4095);
-	if (!s->slots) {
-		err = flit_err(ENOMEM, "rdma: %s: cannot allocate %zu bytes of send slots "
-			       "(source.rdma.slots x frame_max)", topic, s->slots_len);
-		goto fail;
+	snprintf(t->topic, sizeof(t->topic), "%s", topic);
+	t->hash = flit_rdma_topic_hash(topic);
+	uint32_t frame_max = cfg->rdma_frame_max & ~7u;
+	size_t info = 48 + 8 + flit_align8(strlen(topic)) + 8;
+	if (info > frame_max) {
+		free(t);
+		return flit_err(EINVAL, "rdma: %s: source.rdma.frame_max %u is too small for the INFO that "
+				"names a topic of %zu bytes (%zu bytes)", topic, frame_max, strlen(topic), info);
 	}
-	memset(s->slots, 0, s->slots_len);
-	for (unsigned d = 0; d < tp->ndev; d++) {
-		s->mr[d] = rc_reg_mr(tp->dev[d].pd, s->slots, s->slots_len, 0, "send slots");
-		if (!s->mr[d]) {
-			err = -errno;
-			flit_err_wrap(-err, "rdma: %s", topic);
-			goto fail;
-		}
-	}
+	cfg_key(cfg, key, sizeof(key));
+	/* unnamed: the session of the publishers with equal settings, while
+	 * it has room; one of its own for a publisher with late join (what a
+	 * session keeps is the session's last messages, not the topic's) */
+	bool own = !strcmp(cfg->session, FLIT_SESSION_OWN) || (!cfg->session[0] && cfg->late_join);
+	const char *name = own ? "" : cfg->session;
+
 	pthread_mutex_lock(&tp->lock);
-	for (struct rsrc *o = tp->srcs; o; o = o->next)
-		if (o->hash == s->hash) {
+	for (struct rsess *o = tp->srcs; o; o = o->next) {
+		src_lock(o);
+		for (unsigned i = 0; i < o->ntopics; i++)
+			if (o->topics[i] && o->topics[i]->hash == t->hash) {
+				src_unlock(o);
+				pthread_mutex_unlock(&tp->lock);
+				free(t);
+				return flit_err(EADDRINUSE, "rdma: topic '%s' already has a source in this context",
+						topic);
+			}
+		src_unlock(o);
+	}
+	for (struct rsess *o = tp->srcs; o && !own; o = o->next) {
+		if (o->own || strcmp(o->name, name))
+			continue;
+		if (!name[0] && (strcmp(o->cfgkey, key) || o->live >= RC_TOPICS_MAX))
+			continue;
+		if (strcmp(o->cfgkey, key)) {
 			pthread_mutex_unlock(&tp->lock);
-			err = flit_err(EADDRINUSE, "rdma: topic '%s' already has a source in this context", topic);
+			free(t);
+			return flit_err(EINVAL, "rdma: publisher '%s' names session '%s' with other source settings "
+					"than its publishers (%s: source.rdma.*, batch, batch_max, timestamps and "
+					"late_join must be equal)", topic, name, o->label);
+		}
+		src_lock(o);
+		err = sess_add_topic(o, t);
+		src_unlock(o);
+		if (err < 0) {
+			pthread_mutex_unlock(&tp->lock);
+			free(t);
+			return err;
+		}
+		s = o;
+		break;
+	}
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			pthread_mutex_unlock(&tp->lock);
+			free(t);
+			return flit_err(ENOMEM, "rdma: out of memory");
+		}
+		pthread_mutex_init(&s->lock, NULL);
+		s->tp = tp;
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		s->own = own;
+		s->paged = name[0] != '\0';
+		snprintf(s->cfgkey, sizeof(s->cfgkey), "%s", key);
+		if (name[0])
+			snprintf(s->label, sizeof(s->label), "session %s", name);
+		else
+			snprintf(s->label, sizeof(s->label), "%s", topic);
+		while (!s->session)
+			if (getrandom(&s->session, sizeof(s->session), 0) != sizeof(s->session))
+				s->session = (uint32_t)(mono() ^ (uint64_t)getpid() << 16 ^ (uintptr_t)s);
+		s->ts = cfg->timestamps;
+		s->batch = cfg->batch;
+		s->created = mono();
+		s->late_join = cfg->late_join;
+		s->mode = cfg->rdma_mode == FLIT_RDMA_WRITE ? FLIT_RDMA_WIRE_WRITE : FLIT_RDMA_WIRE_SEND;
+		s->frame_max = frame_max;
+		s->frame_cap = s->batch && cfg->batch_max < s->frame_max ? cfg->batch_max & ~7u : s->frame_max;
+		/* the largest message, with its topic's number (a session may
+		 * come to have several topics: the same limit from the start) */
+		s->max_msg = (s->frame_max - FLIT_FRAME_HDR_LEN - FLIT_MSG_HDR_LEN -
+			      (s->ts ? FLIT_MSG_TS_LEN : 0) - FLIT_MSG_TSEQ_LEN) & ~(size_t)7;
+		if (s->max_msg > FLIT_MSG_LEN_MAX)
+			s->max_msg = FLIT_MSG_LEN_MAX;
+		s->inline_max = cfg->rdma_inline;
+		s->nslots = cfg->rdma_slots;
+		s->sig_every = s->nslots / 4;
+		s->stride = (s->frame_max + 63) & ~(size_t)63;
+		s->slots_len = s->stride * s->nslots;
+		s->slots = aligned_alloc(4096, (s->slots_len + 4095) & ~(size_t)4095);
+		if (!s->slots) {
+			err = flit_err(ENOMEM, "rdma: %s: cannot allocate %zu bytes of send slots "
+				       "(source.rdma.slots x frame_max)", topic, s->slots_len);
 			goto fail;
 		}
-	err = listen_start(tp);
-	if (!err) {
+		memset(s->slots, 0, s->slots_len);
+		for (unsigned d = 0; d < tp->ndev; d++) {
+			s->mr[d] = rc_reg_mr(tp->dev[d].pd, s->slots, s->slots_len, 0, "send slots");
+			if (!s->mr[d]) {
+				err = -errno;
+				flit_err_wrap(-err, "rdma: %s", topic);
+				goto fail;
+			}
+		}
+		if ((err = sess_add_topic(s, t)) < 0 || (err = listen_start(tp)))
+			goto fail;
 		s->next = tp->srcs;
 		tp->srcs = s;
 		rc_describe_update(tp, s);
+		flit_info("rdma: source %s session %08x%s%s (%s, frames <= %u bytes, %u slots)", topic,
+			  s->session, name[0] ? " " : "", name, s->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send",
+			  s->frame_max, s->nslots);
+	} else {
+		flit_debug("rdma: source %s in session %08x (%s), topic index %u", topic, s->session, s->label,
+			   t->idx);
 	}
 	pthread_mutex_unlock(&tp->lock);
-	if (err)
-		goto fail;
 	{
 		/* on the domain's resolver channel, when the context has one
 		 * (udp listed): receivers find it by topic or pattern */
@@ -916,50 +1396,144 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 			.addr = tp->laddr.sin_addr.s_addr, .port = ntohs(tp->laddr.sin_port),
 			.topic = topic,
 		};
-		s->advertised = flit_ctx_res_advertise(tp->ctx, &ad) == 0;
-		if (!s->advertised)
+		t->advertised = flit_ctx_res_advertise(tp->ctx, &ad) == 0;
+		if (!t->advertised)
 			flit_debug("rdma: source %s is not advertised (%s): receivers find it "
 				   "through receiver.rdma.static", topic, flit_errmsg());
 	}
-	flit_info("rdma: source %s session %08x (%s, frames <= %u bytes, %u slots)", topic, s->session,
-		  s->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send", s->frame_max, s->nslots);
-	*out = (struct flit_tsrc *)s;
+	*out = (struct flit_tsrc *)t;
 	return 0;
 fail:
+	pthread_mutex_unlock(&tp->lock);
 	for (unsigned d = 0; d < tp->ndev; d++)
 		if (s->mr[d])
 			ibv_dereg_mr(s->mr[d]);
 	free(s->slots);
+	free(s->topics);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+	free(t);
 	return err;
+}
+
+/* Post a frame that must go (the last frame of a closing session): wait
+ * for the credits and a slot, as long as CLOSE_WAIT_NS at most.  0, or
+ * the status it gave up with.  Lock held, released while waiting. */
+static int src_wait(struct rsess *s, bool slot, bool post)
+{
+	uint64_t t0 = mono();
+	int r;
+
+	while ((r = src_ready(s, slot, post)) == FLIT_BACK_PRESSURED && mono() - t0 < CLOSE_WAIT_NS) {
+		src_unlock(s);
+		usleep(100);
+		src_lock(s);
+	}
+	return r;
+}
+
+/* One topic of a session that goes on ends: its INFO ENDED (its final
+ * number) goes in the stream after what it sent, before the next frame or
+ * within a millisecond (the connection thread).  Returns whether t went
+ * into that queue (then it is freed once told; else the caller frees it).
+ * Lock held. */
+static bool sess_end_topic(struct rsess *s, struct rtopic *t)
+{
+	if (s->claimer == t) {
+		s->claim = NULL;
+		s->claimer = NULL;
+		if (!s->fcount)
+			s->frame = NULL;
+	}
+	/* it is no longer to be named */
+	for (unsigned i = 0; i < s->nann; i++)
+		if (s->ann[i] == t->idx) {
+			memmove(s->ann + i, s->ann + i + 1, (s->nann - i - 1) * sizeof(s->ann[0]));
+			s->nann--;
+			break;
+		}
+	s->topics[t->idx] = NULL;
+	s->live--;
+	/* the next publisher reports the session's counters from here on */
+	if (s->lead == t->idx) {
+		s->c_base = s->c;
+		while (s->lead < s->ntopics && !s->topics[s->lead])
+			s->lead++;
+	}
+	if (!s->nconns && !s->late_join)
+		return false; /* nobody to tell */
+	if (s->nend == s->capend) {
+		unsigned cap = s->capend ? s->capend * 2 : 8;
+		struct rtopic **v = realloc(s->endq, cap * sizeof(*v));
+		if (!v) {
+			flit_warn("rdma: %s: out of memory: the end of %s is told at the session's end",
+				  s->label, t->topic);
+			return false;
+		}
+		s->endq = v;
+		s->capend = cap;
+	}
+	s->endq[s->nend++] = t; /* freed once told */
+	if (!s->claim)
+		src_pending(s);
+	if (s->nend)
+		rc_wake(s->tp);
+	return true;
 }
 
 void rdma_src_close(struct flit_tsrc *ts)
 {
-	struct rsrc *s = (struct rsrc *)ts;
+	struct rtopic *t = (struct rtopic *)ts;
+	struct rsess *s = t->ss;
 	struct flit_tp *tp = s->tp;
 
-	/* no new receiver from now on */
-	if (s->advertised)
-		flit_ctx_res_withdraw(tp->ctx, s->session);
+	/* no new receiver for it from now on */
+	if (t->advertised)
+		flit_ctx_res_withdraw(tp->ctx, s->session, t->topic);
 	pthread_mutex_lock(&tp->lock);
-	for (struct rsrc **pp = &tp->srcs; *pp; pp = &(*pp)->next)
+	src_lock(s);
+	if (s->live > 1) {
+		bool queued = sess_end_topic(s, t);
+		src_unlock(s);
+		pthread_mutex_unlock(&tp->lock);
+		if (!queued)
+			free(t);
+		return;
+	}
+	src_unlock(s);
+	for (struct rsess **pp = &tp->srcs; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
 			break;
 		}
 	pthread_mutex_unlock(&tp->lock);
 
-	/* the last frame, then END to every receiver (a buffer and a send
-	 * slot were kept for it), and wait until they have it all */
+	/* the last frame, the connections that catch up caught up, then END
+	 * to every receiver (a buffer and a send slot were kept for it), and
+	 * wait until they have it all */
 	src_lock(s);
 	s->claim = NULL;
-	src_flush_locked(s);
+	s->nann = 0;
+	if (s->frame && s->fcount && src_wait(s, false, true) == 0)
+		src_post_frame(s);
+	/* the other topics' ends: the session's END ends them */
+	for (unsigned i = 0; i < s->nend; i++)
+		free(s->endq[i]);
+	s->nend = 0;
+	for (uint64_t t0 = mono(); s->ncatching && mono() - t0 < CLOSE_WAIT_NS;) {
+		src_progress(s);
+		if (s->ncatching) {
+			src_unlock(s);
+			usleep(100);
+			src_lock(s);
+		}
+	}
 	src_progress(s);
 	uint64_t end_seq = s->next_seq;
 	for (unsigned i = 0; i < s->nconns; i++) {
 		struct sconn *c = s->conns[i];
+		if (c->catching)
+			continue; /* it never caught up: its receiver sees the disconnect */
 		size_t l = flit_ctl_hb_encode(c->blk->end, sizeof(c->blk->end), s->session, end_seq, end_seq);
 		flit_st16(c->blk->end + 4, FLIT_HBF_END);
 		if (c->sent < c->depth + c->blk->freed &&
@@ -997,6 +1571,9 @@ void rdma_src_close(struct flit_tsrc *ts)
 			ibv_dereg_mr(s->mr[d]);
 	free(s->slots);
 	free(s->conns);
+	free(s->topics);
+	free(s->endq);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+	free(t);
 }

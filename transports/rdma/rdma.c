@@ -43,7 +43,7 @@ int rc_nonblock(int fd)
 
 /* ---- the transport ------------------------------------------------------------ */
 
-void rc_describe_update(struct flit_tp *tp, const struct rsrc *s)
+void rc_describe_update(struct flit_tp *tp, const struct rsess *s)
 {
 	char where[48] = "-";
 	size_t off = 0;
@@ -82,6 +82,9 @@ static int rdma_open(struct flit_ctx *ctx, struct flit_tp **out)
 	tp->cc = flit_ctx_cfg(ctx);
 	tp->domain = flit_domain_id(tp->cc->domain);
 	tp->wakefd = -1;
+	while (!tp->rcv_id)
+		if (getrandom(&tp->rcv_id, sizeof(tp->rcv_id), 0) != sizeof(tp->rcv_id))
+			tp->rcv_id = mono() ^ (uint64_t)getpid() << 32 ^ (uintptr_t)tp;
 	pthread_mutex_init(&tp->lock, NULL);
 	int err;
 	tp->devlist = rdma_get_devices(&n);

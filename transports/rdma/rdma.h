@@ -14,12 +14,14 @@
 #include <stdint.h>
 
 #define FLIT_RDMA_MAGIC   0x5246u /* bytes 'F' 'R' */
-#define FLIT_RDMA_VERSION 2u /* 2: late join (REQF_LATE, sub_age_ms, REP late) */
+#define FLIT_RDMA_VERSION 3u /* 2: late join (REQF_LATE, sub_age_ms, REP late);
+				* 3: sessions of several topics (INFO pages and
+				* ENDED on the connection, FLIT_FF_TSEQ) */
 
 /* rdma_cm carries at most 56 bytes of private data in a connect request
  * (IB CM REQ: 92 bytes, 36 of them rdma_cm's own header), 196 in an accept
  * and 148 in a reject: every message below fits with room to spare. */
-#define FLIT_RDMA_REQ_LEN 40u
+#define FLIT_RDMA_REQ_LEN 48u
 #define FLIT_RDMA_REP_LEN 32u
 #define FLIT_RDMA_REJ_LEN 16u
 
@@ -41,6 +43,8 @@ enum flit_rdma_rej {
 	FLIT_RDMA_REJ_FRAME = 4,     /* receive buffers too small (value: frame_max) */
 	FLIT_RDMA_REJ_RESOURCES = 5, /* the source could not set up (value: errno) */
 	FLIT_RDMA_REJ_BAD = 6,       /* malformed request (depth, sizes) */
+	FLIT_RDMA_REJ_SESSION = 7,   /* that receiving context is connected to the
+				      * topic's session already (value: the session) */
 };
 
 /* Receiver -> source: rdma_connect() private data. */
@@ -53,6 +57,8 @@ struct flit_rdma_req {
 	uint64_t ring_addr;   /* the buffers, back to back (REQF_RING) */
 	uint32_t ring_rkey;
 	uint32_t sub_age_ms;  /* age of the receiver's oldest subscriber of the topic */
+	uint64_t rcv_id;      /* the receiving context (random): one connection to a
+			       * session for all its topics */
 };
 
 /* Source -> receiver: rdma_accept() private data. */

@@ -38,6 +38,7 @@ void flit_rdma_req_encode(uint8_t out[FLIT_RDMA_REQ_LEN], const struct flit_rdma
 	flit_st64(out + 24, r->ring_addr);
 	flit_st32(out + 32, r->ring_rkey);
 	flit_st32(out + 36, r->sub_age_ms);
+	flit_st64(out + 40, r->rcv_id);
 }
 
 void flit_rdma_rep_encode(uint8_t out[FLIT_RDMA_REP_LEN], const struct flit_rdma_rep *r)
@@ -88,6 +89,7 @@ int flit_rdma_req_decode(const void *buf, size_t len, struct flit_rdma_req *r,
 	r->ring_addr = flit_ld64(p + 24);
 	r->ring_rkey = flit_ld32(p + 32);
 	r->sub_age_ms = flit_ld32(p + 36);
+	r->rcv_id = flit_ld64(p + 40);
 	if ((r->flags & ~(FLIT_RDMA_REQF_RING | FLIT_RDMA_REQF_LATE)) || r->depth < 4 ||
 	    r->depth > 65536 || r->buf_size < 64 || (r->buf_size & 63))
 		return -EINVAL;
@@ -135,6 +137,7 @@ const char *flit_rdma_rej_str(unsigned reason)
 	case FLIT_RDMA_REJ_FRAME: return "the source's frames are larger than our receive buffers";
 	case FLIT_RDMA_REJ_RESOURCES: return "the source could not set the connection up";
 	case FLIT_RDMA_REJ_BAD: return "the source refused our request as malformed";
+	case FLIT_RDMA_REJ_SESSION: return "connected to that topic's session already";
 	default: return "refused";
 	}
 }
