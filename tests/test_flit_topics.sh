@@ -25,12 +25,9 @@ expect 2 flit-topics -n 0 pub
 expect 2 flit-topics --send sub 'x.*'
 expect 2 flit-topics -p 'a*' pub
 expect 2 flit-topics pub extra
-expect 2 flit-topics -t rdma --session md pub  # rdma: no shared sessions
-# --topics of flit-thru and flit-load: shm, udp and xdp, 1 .. 65536
-expect 2 flit-thru -t rdma --topics 10
+# --topics of flit-thru and flit-load: 1 .. 65536 (every transport)
 expect 2 flit-thru -t udp --topics 0
 expect 2 flit-thru -t udp --topics 65537
-expect 2 flit-load -t rdma --topics 10
 expect 2 flit-load -t udp --topics 0
 ok "misuse exits 2 with usage"
 

@@ -879,7 +879,8 @@ static void wire_messages_round_trip_and_refuse_malformed(void **state)
 
 	struct flit_rdma_req q = { .flags = FLIT_RDMA_REQF_RING, .domain = 0x933b5bde,
 				   .topic_hash = flit_rdma_topic_hash("md.eur"), .depth = 64,
-				   .buf_size = 16384, .ring_addr = 0x7f0012345000ull, .ring_rkey = 0xabcd };
+				   .buf_size = 16384, .ring_addr = 0x7f0012345000ull, .ring_rkey = 0xabcd,
+				   .rcv_id = 0x0123456789abcdefull };
 	struct flit_rdma_req q2;
 	unsigned ver;
 	flit_rdma_req_encode(b, &q);
@@ -892,6 +893,8 @@ static void wire_messages_round_trip_and_refuse_malformed(void **state)
 	assert_int_equal(q2.buf_size, 16384);
 	assert_int_equal(q2.ring_rkey, 0xabcd);
 	assert_true(q2.ring_addr == q.ring_addr);
+	assert_true(q2.rcv_id == 0x0123456789abcdefull);
+	assert_int_equal(b[40], 0xef); /* little-endian at offset 40 */
 	/* rdma_cm pads private data with zeros: longer is fine */
 	memset(b + FLIT_RDMA_REQ_LEN, 0, sizeof(b) - FLIT_RDMA_REQ_LEN);
 	assert_int_equal(flit_rdma_req_decode(b, 56, &q2, &ver), 0);
@@ -938,6 +941,7 @@ static void wire_messages_round_trip_and_refuse_malformed(void **state)
 	memset(b, 0, sizeof(b)); /* an IB CM reject without our payload */
 	assert_int_equal(flit_rdma_rej_decode(b, 148, &j2), -EPROTO);
 	assert_non_null(strstr(flit_rdma_rej_str(FLIT_RDMA_REJ_NO_TOPIC), "no source"));
+	assert_non_null(strstr(flit_rdma_rej_str(FLIT_RDMA_REJ_SESSION), "session"));
 
 	/* FNV-1a 64 reference values */
 	assert_true(flit_rdma_topic_hash("") == 0xcbf29ce484222325ull);

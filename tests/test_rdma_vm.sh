@@ -77,6 +77,19 @@ tools_rdma() {
 	pub=("$D/flit-pub" -t rdma -C "context.rdma.address = $ip" -C "source.rdma.mode = multicast" -T 30)
 	rdma_case "multicast, subscriber first, flit-pub -w 1" sub-first "" -w 1
 	rdma_case "multicast, flit-pub first and lingering: late join" pub-first "late-join " -l 8000
+	# many topics of one session over one connection: flit-thru --topics
+	# (the receiver subscribes to each, by the static map), every message
+	# of every topic in order, batched and not
+	local a
+	for a in "--topics 1000 -n 20000 --batch" "--topics 100 -n 3000"; do
+		# shellcheck disable=SC2086
+		if "$D/flit-thru" -t rdma -s 32 $a >"$tmp/thru" 2>&1 &&
+		   grep -q '^receiver 1 .* gaps 0, dupes 0, lost 0' "$tmp/thru"; then
+			echo "ok: rdma flit-thru $a"
+		else
+			echo "FAIL: rdma flit-thru $a"; sed 's/^/    | /' "$tmp/thru" | head -20; f=$((f + 1))
+		fi
+	done
 	rm -rf "$tmp"
 	return $f
 }

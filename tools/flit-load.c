@@ -114,11 +114,11 @@ static const char usage[] =
 "  -B, --max-batch N      most messages sent per wake-up, 1 .. 1M (default 256)\n"
 "      --sleep            sleep until the next message is due instead of\n"
 "                         spinning (a wake-up costs ~40 us on some VMs)\n"
-"      --topics N         shm, udp, xdp: spread the load over N topics of one\n"
-"                         session (P.load.00000 ..; source.session), 1 ..\n"
-"                         65536; the subscriber takes them all by a pattern\n"
-"                         and answers hello once it knows every one (default\n"
-"                         1: the topic P.load)\n"
+"      --topics N         spread the load over N topics of one session\n"
+"                         (P.load.00000 ..), 1 .. 65536; the subscriber takes\n"
+"                         them all by a pattern (rdma: each topic) and answers\n"
+"                         hello once it knows every one (default 1: the topic\n"
+"                         P.load)\n"
 "      --no-batch         one transport frame per message (default: the\n"
 "                         source batches, source.batch = true, and each\n"
 "                         catch-up batch is flushed)\n"
@@ -463,13 +463,12 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		.clk = clk, .timeout_ticks = tool_ticks(clk, o->com.timeout_s * 1e9),
 		.stall.limit = stall_limit(o, clk), .topics = o->topics,
 	};
-	char pattern[FLIT_TOPIC_MAX + 8];
 	uint64_t spins = 0, idle_since = 0;
 	bool idle = false;
 	flit_ctx *ctx;
 	flit_sub *sub;
 	char err[768];
-	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = sub_on_msg, .arg = &s, .pattern = o->topics > 1);
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = sub_on_msg, .arg = &s);
 
 	ctx = tool_ctx_new(&o->com.config, err, sizeof(err));
 	if (!ctx)
@@ -481,8 +480,7 @@ static int run_sub(const struct options *o, const struct tool_clock *clk,
 		flit_ctx_close(ctx);
 		tool_fail("publishing '%s' on %s: %s", reply_topic, o->com.transport, err);
 	}
-	tool_spread_pattern(pattern, sizeof(pattern), load_topic, o->topics);
-	sub = flit_sub_new(ctx, pattern, &sopts);
+	sub = tool_spread_subscribe(ctx, o->com.transport, load_topic, o->topics, &sopts);
 	if (!sub) {
 		snprintf(err, sizeof(err), "%s", flit_errmsg());
 		flit_pub_close(s.reply);
@@ -1721,9 +1719,6 @@ static void parse(int argc, char **argv, struct options *o)
 	tool_opts_end(t, argc, argv);
 	if (t->json && o->csv)
 		tool_usage_exit("--json and --csv exclude each other");
-	if (o->topics > 1 && !strcmp(t->transport, "rdma"))
-		tool_usage_exit("--topics is for shm, udp and xdp (topics that share a session: "
-				"source.session)");
 	for (int i = 0; i < o->nrates; i++)
 		if (o->rates[i] * o->duration_s < 1)
 			tool_usage_exit("bad rate %g with duration %g s: not one message "

@@ -51,10 +51,10 @@ static const char usage[] =
 "                       frame per message\n"
 "      --batch-max B    largest batched frame (source batch_max), 256 .. 1M\n"
 "  -z, --zero-copy      send with claim/commit instead of a copying send\n"
-"      --topics N       shm, udp, xdp: spread the messages over N topics (1 ..\n"
-"                       65536; message i on topic i mod N) that share one\n"
-"                       session (source.session); receivers subscribe to\n"
-"                       them all by a pattern (default 1: one topic)\n"
+"      --topics N       spread the messages over N topics (1 .. 65536; message\n"
+"                       i on topic i mod N) that share one session; receivers\n"
+"                       subscribe to them all by a pattern (rdma: to each;\n"
+"                       default 1: one topic)\n"
 "  -m, --mode M         shm ring mode: paced (default, lossless) or overwrite\n"
 "  -c, --cpus LIST      publisher on the first CPU, receivers round-robin on\n"
 "                       the rest (default: every CPU this process may use)\n"
@@ -237,9 +237,8 @@ static noreturn void run_receiver(const struct options *o,
 		errno = -rc;
 		rx_exit(fd, &rep, "pinning", ctx, sub);
 	}
-	char rcfg[160] = "", pattern[FLIT_TOPIC_MAX + 8];
-	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s, .config = rcfg,
-		  .pattern = o->topics > 1);
+	char rcfg[160] = "";
+	FLIT_OPTS(flit_sub_opts, sopts, .on_msg = rx_on_msg, .arg = &s, .config = rcfg);
 	if (!strcmp(o->com.transport, "rdma"))
 		snprintf(rcfg, sizeof(rcfg), "rdma.static = %s:%u\n%s%llu\n", o->com.rdma_addr,
 			 o->com.rdma_port, o->rdma_frame ? "rdma.frame_max = " : "# ",
@@ -251,8 +250,7 @@ static noreturn void run_receiver(const struct options *o,
 		rx_exit(fd, &rep, NULL, ctx, sub);
 	}
 	/* --topics: every topic of the session, topic.00000 .. */
-	tool_spread_pattern(pattern, sizeof(pattern), topic, o->topics);
-	sub = flit_sub_new(ctx, pattern, &sopts);
+	sub = tool_spread_subscribe(ctx, o->com.transport, topic, o->topics, &sopts);
 	if (!sub)
 		rx_exit(fd, &rep, "subscribing", ctx, sub);
 
@@ -951,9 +949,6 @@ static void parse(int argc, char **argv, struct options *o)
 		o->count = 0;
 	if (o->batch_max && !o->batch)
 		tool_usage_exit("--batch-max needs --batch");
-	if (o->topics > 1 && !strcmp(t->transport, "rdma"))
-		tool_usage_exit("--topics is for shm, udp and xdp (topics that share a session: "
-				"source.session)");
 	if (o->window >= 0 && !t->net)
 		tool_usage_exit("--window is for network transports (shm is "
 				"receiver-paced)");

@@ -53,7 +53,7 @@ static const char usage[] =
 "                       other topics dropped (msgs_filtered), NAKs and loss,\n"
 "                       and over xdp what the XDP program did meanwhile:\n"
 "                       frames dropped there (filtered) and steered up\n"
-"  -S, --session NAME   pub: shm/udp/xdp: the topics share session NAME\n"
+"  -S, --session NAME   pub: the topics share session NAME\n"
 "                       (source.session; NAME, NAME1, ... for each 50,000:\n"
 "                       a session holds at most 65,536 topics); 'own':\n"
 "                       each topic a session of its own (without -S the\n"
@@ -494,9 +494,6 @@ static void parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		tool_usage_exit("unexpected argument '%s'", argv[optind]);
-	if (o->session && !strcmp(o->transport, "rdma"))
-		tool_usage_exit("--session is for shm, udp and xdp (%s has no shared sessions)",
-				o->transport);
 	if (!o->sub && (!*o->prefix || strpbrk(o->prefix, "*?[") ||
 			strlen(o->prefix) + 8 > FLIT_TOPIC_MAX))
 		tool_usage_exit("bad prefix '%s': 1..%d bytes, no pattern characters",

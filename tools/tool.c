@@ -174,6 +174,29 @@ void tool_spread_pattern(char *buf, size_t len, const char *base, unsigned n)
 	snprintf(buf, len, "%s%s", base, n > 1 ? ".*" : "");
 }
 
+flit_sub *tool_spread_subscribe(flit_ctx *ctx, const char *transport, const char *base, unsigned n,
+				struct flit_sub_opts *opts)
+{
+	char t[FLIT_TOPIC_MAX + 8];
+	flit_sub *first = NULL;
+
+	if (n <= 1 || strcmp(transport, "rdma")) {
+		opts->pattern = n > 1;
+		tool_spread_pattern(t, sizeof(t), base, n);
+		return flit_sub_new(ctx, t, opts);
+	}
+	opts->pattern = false;
+	for (unsigned i = 0; i < n; i++) {
+		tool_spread_topic(t, sizeof(t), base, i, n);
+		flit_sub *s = flit_sub_new(ctx, t, opts);
+		if (!s)
+			return NULL;
+		if (!first)
+			first = s;
+	}
+	return first;
+}
+
 const char *tool_parse_transport(const char *arg)
 {
 	static const char *const known[] = { "shm", "udp", "xdp", "rdma" };

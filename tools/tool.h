@@ -71,6 +71,13 @@ const char *tool_parse_transport(const char *arg);
  * BASE itself (n == 1); a subscriber takes them all by BASE.* (or BASE). */
 void tool_spread_topic(char *buf, size_t len, const char *base, unsigned i, unsigned n);
 void tool_spread_pattern(char *buf, size_t len, const char *base, unsigned n);
+/* Subscribe to the n topics of BASE: one subscriber of BASE.* (n > 1) or
+ * BASE; over rdma, whose static map serves exact topics, one subscriber a
+ * topic (the topics of one session share one connection).  opts->pattern
+ * is set here.  Returns the first subscriber (the rest close with the
+ * context), or NULL with the library's error. */
+flit_sub *tool_spread_subscribe(flit_ctx *ctx, const char *transport, const char *base, unsigned n,
+				struct flit_sub_opts *opts);
 /* "A,B,C" or ranges "0-3", each CPU one this process may run on.  Fills
  * cpus[], returns how many (1 .. max). */
 int tool_parse_cpus(const char *arg, int *cpus, int max);

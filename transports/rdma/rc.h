@@ -266,6 +266,11 @@ struct rconn {                   /* receiver: one connection to a source session
 	uint32_t late;               /* REP: messages kept for late join before the live stream */
 	uint8_t mode;
 	struct flit_rx_session *rs;
+	/* the topics its session named, by flit_rdma_topic_hash(): their
+	 * index (open addressing; a stale entry fails the name check) */
+	uint64_t *nkey;
+	uint32_t *nidx;
+	unsigned ncap, nn;
 	bool ended, broken, bad; /* bad: the peer broke the protocol */
 	bool paged;                  /* its session is told in INFO pages */
 	bool merged;                 /* a second connection to a session we
@@ -276,6 +281,7 @@ struct rconn {                   /* receiver: one connection to a source session
 
 struct rtarget {                 /* a topic we connect for, and where */
 	struct rtarget *next;
+	struct rtarget *hnext;       /* tp->thash chain */
 	struct sockaddr_in sa;
 	char ep[32];
 	char topic[FLIT_TOPIC_MAX + 1];
@@ -319,6 +325,8 @@ struct flit_tp {
 	uint64_t rcv_id;            /* this context in its connect requests */
 	struct rdma_event_channel *rch;
 	struct rtarget *targets;
+	struct rtarget **thash;     /* targets by topic and listener */
+	unsigned thcap, ntargets;
 	struct rconn *rconns;
 	uint64_t next_house, now;   /* now: the last housekeeping's clock */
 	unsigned idle, nup;         /* nup: connections up */

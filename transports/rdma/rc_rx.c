@@ -40,6 +40,8 @@ static void rconn_free(struct flit_tp *tp, struct rconn *c)
 	if (c->mr)
 		ibv_dereg_mr(c->mr);
 	free(c->mem);
+	free(c->nkey);
+	free(c->nidx);
 	if (c->id)
 		rdma_destroy_id(c->id);
 	free(c);
@@ -107,13 +109,53 @@ static struct rconn *target_detach(struct flit_tp *tp, struct rtarget *t)
 	return c;
 }
 
+/* Connection c's session named topic idx, of hash h. */
+static void conn_name_add(struct rconn *c, uint64_t h, uint32_t idx)
+{
+	if (2 * (c->nn + 1) > c->ncap) {
+		unsigned cap = c->ncap ? c->ncap * 2 : 64;
+		uint64_t *k = calloc(cap, sizeof(*k));
+		uint32_t *v = calloc(cap, sizeof(*v));
+		if (!k || !v) {
+			free(k);
+			free(v);
+			return; /* the target looks by connecting: REJ SESSION */
+		}
+		for (unsigned i = 0; i < c->ncap; i++)
+			if (c->nkey[i]) {
+				unsigned j = (unsigned)c->nkey[i] & (cap - 1);
+				while (k[j])
+					j = (j + 1) & (cap - 1);
+				k[j] = c->nkey[i];
+				v[j] = c->nidx[i];
+			}
+		free(c->nkey);
+		free(c->nidx);
+		c->nkey = k;
+		c->nidx = v;
+		c->ncap = cap;
+	}
+	h |= 1; /* 0 marks a free entry */
+	unsigned j = (unsigned)h & (c->ncap - 1);
+	while (c->nkey[j] && !(c->nkey[j] == h && c->nidx[j] == idx))
+		j = (j + 1) & (c->ncap - 1);
+	if (!c->nkey[j])
+		c->nn++;
+	c->nkey[j] = h;
+	c->nidx[j] = idx;
+}
+
 /* Does the session on connection c name topic `name` (live)? */
-static bool conn_names(const struct rconn *c, const char *name)
+static bool conn_names(const struct rconn *c, const char *name, uint64_t h)
 {
 	const struct flit_rx_session *rs = c->rs;
 
-	for (uint32_t i = 0; rs && i < rs->ntopics; i++)
-		if (rs->topics[i].name && !strcmp(rs->topics[i].name, name))
+	if (!rs || !c->ncap)
+		return false;
+	h |= 1;
+	for (unsigned j = (unsigned)h & (c->ncap - 1); c->nkey[j]; j = (j + 1) & (c->ncap - 1))
+		if (c->nkey[j] == h && c->nidx[j] < rs->ntopics && rs->topics[c->nidx[j]].name &&
+		    !strcmp(rs->topics[c->nidx[j]].name, name))
 			return true;
 	return false;
 }
@@ -132,7 +174,7 @@ static struct rconn *conn_for(struct flit_tp *tp, const struct rtarget *t, bool 
 			*wait = true;
 			continue;
 		}
-		if ((t->session && c->session == t->session) || conn_names(c, t->topic))
+		if ((t->session && c->session == t->session) || conn_names(c, t->topic, t->hash))
 			return c;
 	}
 	return NULL;
@@ -349,6 +391,7 @@ static int on_info(struct flit_tp *tp, struct rconn *c, const uint8_t *p,
 			continue;
 		}
 		int n = flit_rx_session_topic(c->rs, nm.idx, name);
+		conn_name_add(c, flit_rdma_topic_hash(name), nm.idx);
 		want += n > 0 ? n : 0;
 		ev += n > 0 ? n : 0;
 	}
@@ -694,21 +737,71 @@ static int target_add(void *arg, const char *topic, bool pattern, const struct f
 	}
 	flit_ep_parse(rc->rdma_static, &sa);
 	if ((t = target_find(tp, topic, &sa))) {
+		/* the subscribers' settings now (one may have gone, another
+		 * come): for its next connection */
 		t->mark = true;
+		t->depth = rc->rdma_depth;
+		t->bufsz = (rc->rdma_frame_max + 63) & ~63u;
+		if (t->retry_ms != rc->rdma_retry_ms)
+			t->retry_ms = t->delay_ms = rc->rdma_retry_ms;
 		return 0;
 	}
 	target_new(tp, topic, &sa, rc);
 	return 0;
 }
 
+static inline unsigned target_slot(const struct flit_tp *tp, uint64_t h, const struct sockaddr_in *sa)
+{
+	h ^= ((uint64_t)sa->sin_addr.s_addr << 16 | sa->sin_port) * 0x9e3779b97f4a7c15ull;
+	return (unsigned)(h >> 32) & (tp->thcap - 1);
+}
+
+/* The target of topic at sa (a hash of them: thousands of exact topics). */
 static struct rtarget *target_find(struct flit_tp *tp, const char *topic,
 				   const struct sockaddr_in *sa)
 {
-	for (struct rtarget *t = tp->targets; t; t = t->next)
-		if (!strcmp(t->topic, topic) && t->sa.sin_addr.s_addr == sa->sin_addr.s_addr &&
-		    t->sa.sin_port == sa->sin_port)
+	uint64_t h = flit_rdma_topic_hash(topic);
+
+	if (!tp->thcap)
+		return NULL;
+	for (struct rtarget *t = tp->thash[target_slot(tp, h, sa)]; t; t = t->hnext)
+		if (t->hash == h && !strcmp(t->topic, topic) && same_ep(&t->sa, sa))
 			return t;
 	return NULL;
+}
+
+/* Target t into the hash (growing it), or out of it. */
+static bool target_hash_add(struct flit_tp *tp, struct rtarget *t)
+{
+	if (tp->ntargets + 1 > tp->thcap) {
+		unsigned cap = tp->thcap ? tp->thcap * 2 : 64;
+		struct rtarget **v = calloc(cap, sizeof(*v));
+		if (!v)
+			return false;
+		free(tp->thash);
+		tp->thash = v;
+		tp->thcap = cap;
+		for (struct rtarget *o = tp->targets; o; o = o->next) {
+			unsigned j = target_slot(tp, o->hash, &o->sa);
+			o->hnext = v[j];
+			v[j] = o;
+		}
+	}
+	unsigned j = target_slot(tp, t->hash, &t->sa);
+	t->hnext = tp->thash[j];
+	tp->thash[j] = t;
+	tp->ntargets++;
+	return true;
+}
+
+static void target_hash_del(struct flit_tp *tp, struct rtarget *t)
+{
+	for (struct rtarget **pp = &tp->thash[target_slot(tp, t->hash, &t->sa)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == t) {
+			*pp = t->hnext;
+			tp->ntargets--;
+			return;
+		}
 }
 
 /* A new target, connected at the next housekeeping. */
@@ -729,6 +822,10 @@ static struct rtarget *target_new(struct flit_tp *tp, const char *topic,
 	t->delay_ms = t->retry_ms;
 	t->retry_at = 0; /* now */
 	t->mark = true;
+	if (!target_hash_add(tp, t)) {
+		free(t);
+		return NULL;
+	}
 	t->next = tp->targets;
 	tp->targets = t;
 	tp->next_house = 0; /* connect soon */
@@ -742,6 +839,7 @@ static void target_drop(struct flit_tp *tp, struct rtarget **pp)
 	struct rtarget *t = *pp;
 
 	*pp = t->next;
+	target_hash_del(tp, t);
 	struct rconn *c = target_detach(tp, t);
 	if (c && !c->refs) {
 		/* no topic of its session is wanted any more */
@@ -806,11 +904,10 @@ static void rebind(struct flit_tp *tp)
 
 int rdma_subs_changed(struct flit_tp *tp)
 {
-	if (tp->in_poll) {
-		tp->dirty = true; /* a callback changed subscriptions: after the poll */
-		return 0;
-	}
-	rebind(tp);
+	/* at the next poll: an application that subscribes to thousands of
+	 * topics one after the other rebinds once */
+	tp->dirty = true;
+	tp->next_house = 0;
 	return 0;
 }
 
@@ -851,6 +948,8 @@ int rdma_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 {
 	int total = 0;
 
+	if (FLIT_UNLIKELY(tp->dirty))
+		rebind(tp);
 	tp->in_poll = true;
 	for (struct rconn *c = tp->rconns; c && total < limit; c = c->next)
 		if (FLIT_LIKELY(c->state == RC_UP && !c->merged))
@@ -889,4 +988,7 @@ void rc_rx_close(struct flit_tp *tp)
 		tp->targets = t->next;
 		free(t);
 	}
+	free(tp->thash);
+	tp->thash = NULL;
+	tp->thcap = tp->ntargets = 0;
 }
