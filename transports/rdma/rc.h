@@ -174,6 +174,7 @@ struct sconn {                   /* source side: one receiver */
  * messages carry idx (and, in a session of several topics, next_tseq). */
 struct rtopic {
 	struct rsess *ss;
+	struct rtopic *hnext;        /* tp->tphash chain (tp->lock) */
 	uint32_t idx;                /* topic index in the session's DATA */
 	uint64_t next_tseq;          /* the topic's own number of its next message */
 	uint64_t hash;               /* flit_rdma_topic_hash() */
@@ -184,7 +185,6 @@ struct rtopic {
 
 #define RC_TOPICS_MAX   65536    /* topic indexes 0 .. 65535 */
 #define RC_SESS_NAME    64       /* source.session */
-#define RC_ANN_MAX      128      /* topics added, not yet named in the stream */
 
 /* A source session: one slot ring, sequence space and set of connections
  * for its publishers' topics.  The lock covers everything but the list
@@ -205,8 +205,10 @@ struct rsess {
 	bool tseq;                   /* several topics (once a second came):
 				      * every message carries its topic's number */
 	bool paged;                  /* told in INFO pages (named, or several topics) */
-	uint32_t ann[RC_ANN_MAX];    /* added, to be named before the next frame */
-	unsigned nann;
+	uint32_t *ann;               /* added, to be named before the next frame:
+				      * ann[ann_head .. nann) (an index whose topic
+				      * closed meanwhile is skipped) */
+	unsigned nann, ann_head, capann;
 	struct rtopic **endq;        /* closed, their ends to be told before the
 				      * next frame (each freed once told) */
 	unsigned nend, capend;
@@ -313,6 +315,8 @@ struct flit_tp {
 	/* source side: the connection thread and the application's threads */
 	pthread_mutex_t lock;        /* srcs, sconns, the listener */
 	struct rsess *srcs;
+	struct rtopic **tphash;      /* the open publishers by topic hash */
+	unsigned tpcap, ntp;
 	struct sconn *sconns;
 	struct rdma_event_channel *lch;
 	struct rdma_cm_id *lid;

@@ -300,7 +300,7 @@ static int src_pending(struct rsess *s)
 			/* nobody to tell: a receiver that comes gets every name */
 			for (unsigned i = 0; i < s->nend; i++)
 				free(s->endq[i]);
-			s->nend = s->nann = 0;
+			s->nend = s->nann = s->ann_head = 0;
 			return 0;
 		}
 		if (r)
@@ -317,12 +317,13 @@ static int src_pending(struct rsess *s)
 			s->nend--;
 		} else {
 			/* no frame is open: each topic's number is its next at next_seq */
-			l = sess_info_encode(s, f, s->frame_max, s->next_seq, s->ann, s->nann, true, false,
-					     NULL, &took);
+			l = sess_info_encode(s, f, s->frame_max, s->next_seq, s->ann + s->ann_head,
+					     s->nann - s->ann_head, true, false, NULL, &took);
 			if (!took)
 				took = 1; /* cannot happen: frame_max holds the INFO of any topic (open) */
-			memmove(s->ann, s->ann + took, (s->nann - took) * sizeof(s->ann[0]));
-			s->nann -= took;
+			s->ann_head += took;
+			if (s->ann_head == s->nann)
+				s->nann = s->ann_head = 0;
 		}
 		if (l)
 			src_post_slot(s, (uint32_t)l);
@@ -661,19 +662,58 @@ static void replay_plan(struct rsess *s, struct sconn *c, const struct flit_rdma
 	}
 }
 
+/* The context's open publishers by topic hash (tp->lock held). */
+static struct rtopic *topic_of_hash(const struct flit_tp *tp, uint64_t hash)
+{
+	if (!tp->tpcap)
+		return NULL;
+	for (struct rtopic *t = tp->tphash[(hash >> 20) & (tp->tpcap - 1)]; t; t = t->hnext)
+		if (t->hash == hash)
+			return t;
+	return NULL;
+}
+
+static bool topic_hash_add(struct flit_tp *tp, struct rtopic *t)
+{
+	if (tp->ntp + 1 > tp->tpcap) {
+		unsigned cap = tp->tpcap ? tp->tpcap * 2 : 64;
+		struct rtopic **v = calloc(cap, sizeof(*v));
+		if (!v)
+			return false;
+		for (unsigned i = 0; i < tp->tpcap; i++)
+			for (struct rtopic *o = tp->tphash[i], *n; o; o = n) {
+				n = o->hnext;
+				o->hnext = v[(o->hash >> 20) & (cap - 1)];
+				v[(o->hash >> 20) & (cap - 1)] = o;
+			}
+		free(tp->tphash);
+		tp->tphash = v;
+		tp->tpcap = cap;
+	}
+	struct rtopic **b = &tp->tphash[(t->hash >> 20) & (tp->tpcap - 1)];
+	t->hnext = *b;
+	*b = t;
+	tp->ntp++;
+	return true;
+}
+
+static void topic_hash_del(struct flit_tp *tp, struct rtopic *t)
+{
+	if (!tp->tpcap)
+		return;
+	for (struct rtopic **pp = &tp->tphash[(t->hash >> 20) & (tp->tpcap - 1)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == t) {
+			*pp = t->hnext;
+			tp->ntp--;
+			return;
+		}
+}
+
 /* The session of the topic a receiver asks for (tp->lock held). */
 static struct rsess *sess_of_hash(struct flit_tp *tp, uint64_t hash)
 {
-	for (struct rsess *s = tp->srcs; s; s = s->next) {
-		src_lock(s);
-		for (unsigned i = 0; i < s->ntopics; i++)
-			if (s->topics[i] && s->topics[i]->hash == hash) {
-				src_unlock(s);
-				return s;
-			}
-		src_unlock(s);
-	}
-	return NULL;
+	struct rtopic *t = topic_of_hash(tp, hash);
+	return t ? t->ss : NULL;
 }
 
 static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
@@ -1192,6 +1232,9 @@ void rc_listen_stop(struct flit_tp *tp)
 	if (tp->wakefd >= 0)
 		close(tp->wakefd);
 	tp->wakefd = -1;
+	free(tp->tphash);
+	tp->tphash = NULL;
+	tp->tpcap = tp->ntp = 0;
 	pthread_mutex_unlock(&tp->lock);
 }
 
@@ -1229,15 +1272,13 @@ static int sess_add_topic(struct rsess *s, struct rtopic *t)
 		s->topics = v;
 		s->captopics = cap;
 	}
-	if (s->live && s->nann == RC_ANN_MAX) {
-		/* many added at once: name them now if the receivers can take
-		 * it, else they are named to each receiver as it (re)connects */
-		if (!s->claim)
-			src_pending(s);
-		if (s->nann == RC_ANN_MAX)
-			return flit_err(EAGAIN, "rdma: %s: %u topics added to session %08x wait to be named to "
-					"its receivers, which take no frame now: try again", t->topic,
-					RC_ANN_MAX, s->session);
+	if (s->live && (s->nconns || s->late_join) && s->nann == s->capann) {
+		unsigned cap = s->capann ? s->capann * 2 : 64;
+		uint32_t *v = realloc(s->ann, cap * sizeof(*v));
+		if (!v)
+			return flit_err(ENOMEM, "rdma: out of memory");
+		s->ann = v;
+		s->capann = cap;
 	}
 	t->ss = s;
 	t->idx = idx;
@@ -1287,17 +1328,15 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 	const char *name = own ? "" : cfg->session;
 
 	pthread_mutex_lock(&tp->lock);
-	for (struct rsess *o = tp->srcs; o; o = o->next) {
-		src_lock(o);
-		for (unsigned i = 0; i < o->ntopics; i++)
-			if (o->topics[i] && o->topics[i]->hash == t->hash) {
-				src_unlock(o);
-				pthread_mutex_unlock(&tp->lock);
-				free(t);
-				return flit_err(EADDRINUSE, "rdma: topic '%s' already has a source in this context",
-						topic);
-			}
-		src_unlock(o);
+	if (topic_of_hash(tp, t->hash)) {
+		pthread_mutex_unlock(&tp->lock);
+		free(t);
+		return flit_err(EADDRINUSE, "rdma: topic '%s' already has a source in this context", topic);
+	}
+	if (!topic_hash_add(tp, t)) {
+		pthread_mutex_unlock(&tp->lock);
+		free(t);
+		return flit_err(ENOMEM, "rdma: out of memory");
 	}
 	for (struct rsess *o = tp->srcs; o && !own; o = o->next) {
 		if (o->own || strcmp(o->name, name))
@@ -1305,6 +1344,7 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 		if (!name[0] && (strcmp(o->cfgkey, key) || o->live >= RC_TOPICS_MAX))
 			continue;
 		if (strcmp(o->cfgkey, key)) {
+			topic_hash_del(tp, t);
 			pthread_mutex_unlock(&tp->lock);
 			free(t);
 			return flit_err(EINVAL, "rdma: publisher '%s' names session '%s' with other source settings "
@@ -1315,6 +1355,7 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 		err = sess_add_topic(o, t);
 		src_unlock(o);
 		if (err < 0) {
+			topic_hash_del(tp, t);
 			pthread_mutex_unlock(&tp->lock);
 			free(t);
 			return err;
@@ -1325,6 +1366,7 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 	if (!s) {
 		s = calloc(1, sizeof(*s));
 		if (!s) {
+			topic_hash_del(tp, t);
 			pthread_mutex_unlock(&tp->lock);
 			free(t);
 			return flit_err(ENOMEM, "rdma: out of memory");
@@ -1404,6 +1446,7 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 	*out = (struct flit_tsrc *)t;
 	return 0;
 fail:
+	topic_hash_del(tp, t);
 	pthread_mutex_unlock(&tp->lock);
 	for (unsigned d = 0; d < tp->ndev; d++)
 		if (s->mr[d])
@@ -1445,13 +1488,6 @@ static bool sess_end_topic(struct rsess *s, struct rtopic *t)
 		if (!s->fcount)
 			s->frame = NULL;
 	}
-	/* it is no longer to be named */
-	for (unsigned i = 0; i < s->nann; i++)
-		if (s->ann[i] == t->idx) {
-			memmove(s->ann + i, s->ann + i + 1, (s->nann - i - 1) * sizeof(s->ann[0]));
-			s->nann--;
-			break;
-		}
 	s->topics[t->idx] = NULL;
 	s->live--;
 	/* the next publisher reports the session's counters from here on */
@@ -1491,6 +1527,7 @@ void rdma_src_close(struct flit_tsrc *ts)
 	if (t->advertised)
 		flit_ctx_res_withdraw(tp->ctx, s->session, t->topic);
 	pthread_mutex_lock(&tp->lock);
+	topic_hash_del(tp, t);
 	src_lock(s);
 	if (s->live > 1) {
 		bool queued = sess_end_topic(s, t);
@@ -1513,7 +1550,7 @@ void rdma_src_close(struct flit_tsrc *ts)
 	 * wait until they have it all */
 	src_lock(s);
 	s->claim = NULL;
-	s->nann = 0;
+	s->nann = s->ann_head = 0;
 	if (s->frame && s->fcount && src_wait(s, false, true) == 0)
 		src_post_frame(s);
 	/* the other topics' ends: the session's END ends them */
@@ -1573,6 +1610,7 @@ void rdma_src_close(struct flit_tsrc *ts)
 	free(s->conns);
 	free(s->topics);
 	free(s->endq);
+	free(s->ann);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	free(t);
