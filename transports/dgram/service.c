@@ -40,6 +40,12 @@ static bool query_wants_sess(const uint8_t *q, const struct flit_frame_hdr *h, c
 	return false;
 }
 
+struct answer;
+struct fad;
+static bool fad_wants(const struct fad *a, const uint8_t *q, const struct flit_frame_hdr *h);
+static void fad_answer(struct flit_tp *tp, struct fad *a, const struct sockaddr_in *to,
+		       const uint8_t *q, const struct flit_frame_hdr *qh, uint64_t now);
+
 /* ---- INFO: whole, or in pages ---------------------------------------------- */
 
 #define PAGE_NAMES 128  /* names in one INFO at most */
@@ -521,34 +527,123 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 			src_unlock(s);
 		}
 		for (struct fad *a = tp->fads; a; a = a->next)
-			if (query_wants(tp->rbuf, &h, a->topic))
-				advert_soon(tp, &a->adv, now);
+			if (fad_wants(a, tp->rbuf, &h))
+				fad_answer(tp, a, &from, tp->rbuf, &h, now);
 	}
 }
 
 
-/* Advertise the other transports' sources that are due.  tp->lock held.
- * Returns the next deadline. */
+/* ---- other transports' sources (rdma): adverts and answers -------------- */
+
+#define FAD_DGRAM 1400u /* an INFO page of a foreign session: one datagram */
+
+/* An INFO of fad a's topics from *from on (those QUERY q names, if q), as
+ * many as one datagram holds; *from moves past them.  A session of one
+ * topic is one INFO, flags 0; more are pages (receivers take the names;
+ * the indexes of a foreign session's INFO mean nothing).  0: none left. */
+static size_t fad_page(const struct flit_tp *tp, const struct fad *a, uint8_t *buf, size_t cap,
+		       unsigned *from, const uint8_t *q, const struct flit_frame_hdr *qh)
+{
+	struct flit_ctl_name t[PAGE_NAMES];
+	unsigned n = 0, i = *from;
+	size_t used = 48;
+
+	for (; i < a->ntopics && n < PAGE_NAMES; i++) {
+		const char *name = a->topics[i];
+		if (q && !query_wants(q, qh, name))
+			continue;
+		size_t len = strlen(name), w = 8 + flit_align8(len);
+		if (used + w > cap)
+			break;
+		used += w;
+		t[n] = (struct flit_ctl_name){ .idx = n, .kind = FLIT_NAME_EXACT, .len = (uint16_t)len,
+					       .name = name };
+		n++;
+	}
+	*from = i;
+	if (!n)
+		return 0;
+	struct flit_ctl_info in = {
+		.domain = tp->domain, .mode = a->mode,
+		.data_port = a->port, .data_addr = a->addr,
+		.pid = (uint32_t)getpid(),
+	};
+	return flit_ctl_info_encode_flags(buf, cap, a->ntopics > 1 ? FLIT_INFOF_PAGE : 0, a->session, 0,
+					  &in, t, n);
+}
+
+/* Does a QUERY name a topic of fad a? */
+static bool fad_wants(const struct fad *a, const uint8_t *q, const struct flit_frame_hdr *h)
+{
+	for (unsigned i = 0; i < a->ntopics; i++)
+		if (query_wants(q, h, a->topics[i]))
+			return true;
+	return false;
+}
+
+/* Send what fad a's answers owe, within the resolver's rate; the time to
+ * go on (UINT64_MAX: nothing owed).  tp->lock held. */
+static uint64_t fad_answers(struct flit_tp *tp, struct fad *a, uint64_t now)
+{
+	uint8_t buf[FAD_DGRAM] __attribute__((aligned(8)));
+
+	while (a->nans) {
+		struct answer *w = a->ans[0];
+		unsigned from = w->from;
+		size_t l = fad_page(tp, a, buf, sizeof(buf), &from, w->qlen ? w->q : NULL, &w->qh);
+		if (!l) {
+			free(w);
+			memmove(a->ans, a->ans + 1, --a->nans * sizeof(*a->ans));
+			continue;
+		}
+		if (!flit_rl_take(&tp->res_rl, l, now))
+			return now + flit_rl_wait(&tp->res_rl, l, now);
+		w->from = from;
+		sendto(tp->res_fd, buf, l, MSG_DONTWAIT, (const struct sockaddr *)&w->to, sizeof(w->to));
+	}
+	return UINT64_MAX;
+}
+
+/* Owe `to` the pages of fad a's topics QUERY q names (once per asker and
+ * query); what can go now goes.  tp->lock held. */
+static void fad_answer(struct flit_tp *tp, struct fad *a, const struct sockaddr_in *to,
+		       const uint8_t *q, const struct flit_frame_hdr *qh, uint64_t now)
+{
+	for (unsigned i = 0; i < a->nans; i++)
+		if (same_ep(&a->ans[i]->to, to) && a->ans[i]->qlen == qh->len &&
+		    !memcmp(a->ans[i]->q, q, qh->len))
+			return; /* under way */
+	if (a->nans == ANSWERS_MAX)
+		return; /* asked again later: a flood of askers waits */
+	struct answer *w = malloc(sizeof(*w) + qh->len);
+	if (!w)
+		return;
+	*w = (struct answer){ .to = *to, .qlen = qh->len, .qh = *qh };
+	memcpy(w->q, q, qh->len);
+	a->ans[a->nans++] = w;
+	fad_answers(tp, a, now);
+}
+
+/* Advertise the other transports' sources that are due (one page each),
+ * and answer their askers.  tp->lock held.  Returns the next deadline. */
 static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 {
 	uint64_t next = UINT64_MAX, max = tp->cc->udp_resolver_max_ms * MS;
+	uint8_t buf[FAD_DGRAM] __attribute__((aligned(8)));
 
 	if (!tp->resolver.sin_port || tp->res_fd < 0)
 		return next;
 	for (struct fad *a = tp->fads; a; a = a->next) {
+		uint64_t w = a->nans ? fad_answers(tp, a, now) : UINT64_MAX;
+		if (w < next)
+			next = w;
 		if (now >= a->adv.at) {
-			uint8_t buf[512] __attribute__((aligned(8))); /* one 255-byte topic: 312 */
-			struct flit_ctl_info in = {
-				.domain = tp->domain, .mode = a->mode,
-				.data_port = a->port, .data_addr = a->addr,
-				.pid = (uint32_t)getpid(),
-			};
-			struct flit_ctl_name t = { .idx = 0, .kind = FLIT_NAME_EXACT,
-						   .len = (uint16_t)strlen(a->topic), .name = a->topic };
-			size_t len = flit_ctl_info_encode(buf, sizeof(buf), a->session, 0, &in, &t, 1);
+			unsigned page = a->page >= a->ntopics ? 0 : a->page;
+			size_t len = fad_page(tp, a, buf, sizeof(buf), &page, NULL, NULL);
 			if (len && !flit_rl_take(&tp->res_rl, len, now)) {
 				a->adv.at = now + flit_rl_wait(&tp->res_rl, len, now);
 			} else {
+				a->page = page;
 				if (len)
 					sendto(tp->res_fd, buf, len, MSG_DONTWAIT,
 					       (struct sockaddr *)&tp->resolver, sizeof(tp->resolver));
@@ -561,42 +656,96 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 	return next;
 }
 
+static void fad_free(struct fad *a)
+{
+	for (unsigned i = 0; i < a->ntopics; i++)
+		free(a->topics[i]);
+	while (a->nans)
+		free(a->ans[--a->nans]);
+	free(a->topics);
+	free(a);
+}
+
+void dg_fads_free(struct flit_tp *tp)
+{
+	while (tp->fads) {
+		struct fad *a = tp->fads;
+		tp->fads = a->next;
+		fad_free(a);
+	}
+}
+
 int dg_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad)
 {
 	struct fad *a;
+	char *topic;
 
 	if (!tp->resolver.sin_port || tp->res_fd < 0)
 		return flit_err(ENOPROTOOPT, "%s: topic resolution by multicast is off (context.udp.resolver)",
 				tp->xp ? "xdp" : "udp");
-	if (strlen(ad->topic) > FLIT_TOPIC_MAX || !(a = calloc(1, sizeof(*a))))
+	if (!ad->topic || strlen(ad->topic) > FLIT_TOPIC_MAX || !(topic = strdup(ad->topic)))
 		return flit_err(ad->topic && strlen(ad->topic) > FLIT_TOPIC_MAX ? EINVAL : ENOMEM,
-				"udp: cannot advertise topic '%s'", ad->topic);
-	a->session = ad->session;
-	a->mode = ad->mode;
-	a->addr = ad->addr;
-	a->port = ad->port;
-	strcpy(a->topic, ad->topic);
-	dg_advert_start(&a->adv, mono());
+				"udp: cannot advertise topic '%s'", ad->topic ? ad->topic : "");
 	pthread_mutex_lock(&tp->lock);
-	a->next = tp->fads;
-	tp->fads = a;
+	for (a = tp->fads; a; a = a->next)
+		if (a->session == ad->session && a->mode == ad->mode && a->addr == ad->addr &&
+		    a->port == ad->port)
+			break;
+	if (!a && (a = calloc(1, sizeof(*a)))) {
+		a->session = ad->session;
+		a->mode = ad->mode;
+		a->addr = ad->addr;
+		a->port = ad->port;
+		a->next = tp->fads;
+		tp->fads = a;
+	}
+	if (a && a->ntopics == a->captopics) {
+		unsigned cap = a->captopics ? a->captopics * 2 : 4;
+		char **v = realloc(a->topics, cap * sizeof(*v));
+		if (v) {
+			a->topics = v;
+			a->captopics = cap;
+		}
+	}
+	if (!a || a->ntopics == a->captopics) {
+		pthread_mutex_unlock(&tp->lock);
+		free(topic);
+		return flit_err(ENOMEM, "udp: cannot advertise topic '%s'", ad->topic);
+	}
+	a->topics[a->ntopics++] = topic;
+	/* the pages again from the first, soon (a burst of topics: the
+	 * resolver's rate paces them) */
+	bool first = a->ntopics == 1;
+	a->page = 0;
+	if (first || a->adv.at > mono() + ADVERT_MIN_NS)
+		dg_advert_start(&a->adv, mono());
 	pthread_mutex_unlock(&tp->lock);
 	if (dg_thread_start(tp))
 		flit_warn("%s; advertisements are sent by flit_ctx_poll() only", flit_errmsg());
-	dg_wake(tp);
+	if (first)
+		dg_wake(tp);
 	return 0;
 }
 
 void dg_res_withdraw(struct flit_tp *tp, uint32_t session, const char *topic)
 {
 	pthread_mutex_lock(&tp->lock);
-	for (struct fad **pp = &tp->fads; *pp; pp = &(*pp)->next)
-		if ((*pp)->session == session && (!topic || !strcmp((*pp)->topic, topic))) {
-			struct fad *a = *pp;
+	for (struct fad **pp = &tp->fads; *pp; pp = &(*pp)->next) {
+		struct fad *a = *pp;
+		if (a->session != session)
+			continue;
+		for (unsigned i = 0; i < a->ntopics; i++)
+			if (!topic || !strcmp(a->topics[i], topic)) {
+				free(a->topics[i]);
+				a->topics[i] = a->topics[--a->ntopics];
+				break;
+			}
+		if (!a->ntopics) {
 			*pp = a->next;
-			free(a);
-			break;
+			fad_free(a);
 		}
+		break;
+	}
 	pthread_mutex_unlock(&tp->lock);
 }
 

@@ -283,15 +283,22 @@ struct usess {
 	uint8_t ctl[CTL_BUF] __attribute__((aligned(8)));
 };
 
-/* Another transport's source (rdma) advertised on the resolver channel. */
+/* Another transport's source session (rdma) advertised on the resolver
+ * channel, as a shared session of ours is: one page of its topics per
+ * advert (the next page the next time), and the pages of what a QUERY
+ * names to the asker, paced. */
 struct fad {
 	struct fad *next;
 	uint32_t session;
 	uint8_t mode;
 	uint32_t addr;               /* network order; 0: our address */
 	uint16_t port;
+	char **topics;               /* its topics, in no order */
+	unsigned ntopics, captopics;
+	unsigned page;               /* the next topic an advert page starts at */
 	struct advert adv;
-	char topic[FLIT_TOPIC_MAX + 1];
+	struct answer *ans[ANSWERS_MAX]; /* pages owed to askers */
+	unsigned nans;
 };
 
 #define MAX_FOUND 1024          /* topics resolved to another transport */
@@ -463,6 +470,7 @@ void dg_batch_cap_update(struct flit_tp *tp);
 /* ---- service.c: the transport operations it implements */
 int dg_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad);
 void dg_res_withdraw(struct flit_tp *tp, uint32_t session, const char *topic);
+void dg_fads_free(struct flit_tp *tp);
 
 /* ---- source.c: the transport operations it implements */
 int dg_send(struct flit_tsrc *ts, const void *data, size_t len);

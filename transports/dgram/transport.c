@@ -341,11 +341,7 @@ static void udp_close(struct flit_tp *tp)
 	}
 	dg_statics_release(tp);
 	free(tp->statics);
-	while (tp->fads) {
-		struct fad *a = tp->fads;
-		tp->fads = a->next;
-		free(a);
-	}
+	dg_fads_free(tp);
 	for (unsigned i = 0; i < tp->nfound; i++)
 		free(tp->found[i]);
 	free(tp->found);
