@@ -14,7 +14,7 @@
 # them all and resolution settled (--settle, default 6 s: the adverts' and
 # queries' backoff reaches context.udp.resolver_max_ms, 5 s).
 #
-#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm shm+own udp udp+own xdp xdp+own"]
+#   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm shm+own udp udp+own xdp xdp+own rdma rdma+own"]
 #                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
 #                         [--spread N] [--rounds R] [--one N] [--one-rounds R]
 #                         [--json FILE]
@@ -34,6 +34,13 @@
 # there), NAKs and loss, and over xdp the program's counters meanwhile
 # (frames dropped in XDP, frames steered up).
 #
+# "rdma", "rdma+own": over rdma on this host's RDMA device, publisher and
+# subscriber on this host, the subscriber finding the topics through the
+# udp resolver channel of the device's interface (FLIT_RDMA_IP: its
+# address; without a device: not run; tests/rdma/vm-exec.sh -- tools/
+# bench-topics.sh -t rdma runs it in a Soft-RoCE guest, slow: ratios only);
+# in the spread section flit-thru only (flit-load has no static map).
+#
 # "shm", "udp", "xdp": the topics share sessions (the default: a session
 # holds 65,536); "shm+own", "udp+own", "xdp+own": each topic a session (shm:
 # a ring) of its own
@@ -51,7 +58,7 @@ BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
 NS="1 1000 10000 100000" TRANSPORTS="shm shm+own udp udp+own xdp xdp+own" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
 ONE=100000 ONE_R=10
-usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) NS=$2; shift 2 ;;
@@ -109,18 +116,30 @@ print(f'{{"secs":{secs},"info_frames":{n[5][0]},"info_bytes":{n[5][1]},'
 EOF
 : >"$tmp/all.json"
 
-# host H CMD...: CMD in testbed host H (udp/xdp) or here (shm)
+# host H CMD...: CMD in testbed host H (udp/xdp) or here (shm, rdma)
 host() {
 	local h=$1; shift
 	# exec: the caller's $! is the tool itself, for the signal that ends it
-	if [ "$t" = shm ]; then exec "$@"; else exec tools/testbed exec --name "$tb" --host "$h" -- "$@"; fi
+	if [ "$t" = shm ] || [ "$t" = rdma ]; then exec "$@"; else exec tools/testbed exec --name "$tb" --host "$h" -- "$@"; fi
 }
+# rdma: this host's RDMA address and its interface (the resolver's)
+rdma_ip= rdma_if=eth0
+if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+	rdma_ip=${FLIT_RDMA_IP:-$(ip -4 -o addr show scope global | awk '{ sub(/\/.*/, "", $4); print $4; exit }')}
+	rdma_if=$(ip -4 -o addr show | awk -v a="$rdma_ip" '{ sub(/\/.*/, "", $4) } $4 == a { print $2; exit }')
+fi
 
 for tt in $TRANSPORTS; do
 	t=${tt%+*} cfg=() pcfg=()
 	case $tt in *+own) pcfg=(--session own) ;; *+s) pcfg=(--session md) ;; esac
 	case $t in
 	shm) ;;
+	rdma)
+		if [ -z "$rdma_ip" ] || [ -z "$rdma_if" ]; then
+			echo "rdma: not run: no RDMA device with an IPv4 address here (tests/rdma/vm-exec.sh -- tools/bench-topics.sh -t rdma: in a Soft-RoCE guest)"
+			continue
+		fi
+		cfg=(-C "context.transports = udp,rdma" -C "context.udp.interface = $rdma_if" -C "context.rdma.address = $rdma_ip") ;;
 	udp|xdp)
 		if [ "$(id -u)" -ne 0 ]; then echo "$t: not run: the testbed needs root"; continue; fi
 		if [ $up -eq 0 ]; then
@@ -175,7 +194,8 @@ for tt in $TRANSPORTS; do
 		done
 		if [ "$t" != shm ] && [ "$RES_W" != 0 ] && [ -s "$tmp/sub.json" ] && kill -0 "$pp" 2>/dev/null; then
 			sleep "$SETTLE"
-			(host 2 python3 "$tmp/rescount.py" eth0 "$RES_W") >"$tmp/res.json" 2>"$tmp/res.err" || true
+			ifc=eth0; [ "$t" = rdma ] && ifc=$rdma_if
+			(host 2 python3 "$tmp/rescount.py" "$ifc" "$RES_W") >"$tmp/res.json" 2>"$tmp/res.err" || true
 		fi
 		kill -TERM "$sp" "$pp" 2>/dev/null || true
 		wait "$sp" || true
@@ -203,7 +223,7 @@ sys.stderr.write(line + "\n")
 print(json.dumps({"tool": "bench-topics", "transport": sys.argv[4], "pub": p, "sub": s, "resolution": r}))
 EOF
 		# what the next N is extrapolated from (N 0: it could not create them all)
-		read -r prev_n prev_rss prev_fds prev_s < <(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0, p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")
+		read -r prev_n prev_rss prev_fds prev_s <<<"$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0, p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")"
 		[ "$prev_n" -gt 0 ] || break   # it could not create them all: no larger N
 	done
 done 2>&1
@@ -213,6 +233,7 @@ spread_ts=
 for tt in $TRANSPORTS; do
 	t=${tt%+*}
 	case " $spread_ts " in *" $t "*) continue ;; esac
+	[ "$t" = rdma ] && [ -z "$rdma_ip" ] && continue
 	spread_ts="$spread_ts $t"
 done
 # the one-of-N section: the datagram transports (shm's reader drops the
@@ -220,7 +241,7 @@ done
 one_ts=
 for t in $spread_ts; do { [ "$t" = udp ] || [ "$t" = xdp ]; } && one_ts="$one_ts $t"; done
 if [ "$SPREAD" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
-	if [ $up -eq 0 ]; then
+	if [ $up -eq 0 ] && [[ " $spread_ts " = *" udp "* || " $spread_ts " = *" xdp "* ]]; then
 		tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
 		up=1
 	fi
@@ -232,7 +253,7 @@ if [ "$SPREAD" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
 	for r in $(seq "$ROUNDS"); do
 		fl=$("$D/flit-floor" -n 200000 --json 2>/dev/null | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["p50_ns"])' 2>/dev/null || echo 0)
 		for t in $spread_ts; do
-			NET=("${NETUDP[@]}"); [ "$t" = shm ] && NET=()
+			NET=("${NETUDP[@]}"); { [ "$t" = shm ] || [ "$t" = rdma ]; } && NET=()
 			for n in 1 "$SPREAD"; do
 				for b in "" -b; do
 					v=$("$D/flit-thru" -t "$t" "${NET[@]}" -s 32 -d 2 $b --topics "$n" --json 2>"$tmp/thru.err" |
@@ -241,6 +262,7 @@ if [ "$SPREAD" != 0 ] && [ -n "$spread_ts" ] && [ "$(id -u)" -eq 0 ]; then
 					printf '{"round":%s,"floor_ns":%s,"transport":"%s","topics":%s,"what":"thru%s","value":%s}\n' \
 						"$r" "$fl" "$t" "$n" "${b:+,batched}" "$v" >>"$tmp/spread.json"
 				done
+				[ "$t" = rdma ] && continue   # flit-load: no static map for rdma
 				v=$("$D/flit-load" -t "$t" "${NET[@]}" -s 32 -r 100k -d 2 --topics "$n" --json 2>"$tmp/load.err" |
 					python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["p50_ns"])' 2>/dev/null || echo 0)
 				[ "$v" = 0 ] && echo "# flit-load -t $t --topics $n failed (not in the medians): $(tail -2 "$tmp/load.err" | tr '\n' ' ')" >>"$tmp/spread.fail"

@@ -285,17 +285,18 @@ struct rtarget {                 /* a topic we connect for, and where */
 	struct rtarget *next;
 	struct rtarget *hnext;       /* tp->thash chain */
 	struct sockaddr_in sa;
-	char ep[32];
-	char topic[FLIT_TOPIC_MAX + 1];
+	char ep[24];
 	uint64_t hash;
 	struct rconn *c;             /* the connection to its session, shared */
 	uint32_t session;            /* resolved: the session advertised (0: not known) */
 	uint32_t depth, bufsz, retry_ms, delay_ms;
 	uint64_t retry_at;
-	char why[200];               /* the last failure, logged once */
+	uint32_t why;                /* the last failure's text hashed (0: none):
+				      * logged once per change */
 	bool mark;
 	bool resolved;               /* found by resolution, not the static map */
 	uint64_t heard;              /* resolved: its last advertisement */
+	char topic[];                /* (a pattern subscriber's: 100,000 of them) */
 };
 
 struct rdev {

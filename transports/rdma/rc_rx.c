@@ -58,16 +58,17 @@ static void target_retry(struct rtarget *t, uint64_t now)
 static void target_fail(struct rtarget *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void target_fail(struct rtarget *t, const char *fmt, ...)
 {
-	char why[sizeof(t->why)];
+	char why[200];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (strcmp(why, t->why)) {
+	uint32_t h = flit_domain_id(why) | 1; /* FNV-1a 32 */
+	if (h != t->why) {
 		flit_warn("rdma: '%s' from %s: %s; retrying every %u..%u ms", t->topic, t->ep, why,
 			  t->retry_ms, t->retry_ms * 10);
-		snprintf(t->why, sizeof(t->why), "%s", why);
+		t->why = h;
 	} else {
 		flit_debug("rdma: '%s' from %s: %s", t->topic, t->ep, why);
 	}
@@ -415,7 +416,7 @@ static int on_info(struct flit_tp *tp, struct rconn *c, const uint8_t *p,
 		for (struct rtarget *t = tp->targets; t; t = t->next)
 			if (t->c == c) {
 				t->delay_ms = t->retry_ms;
-				t->why[0] = '\0';
+				t->why = 0;
 			}
 	}
 	return ev;
@@ -564,7 +565,7 @@ static void rconn_up(struct flit_tp *tp, struct rconn *c, const void *pd, size_t
 				target_detach(tp, t);
 				target_attach(o, t);
 				t->delay_ms = t->retry_ms;
-				t->why[0] = '\0';
+				t->why = 0;
 			}
 		flit_debug("%s: session %08x again: its topics share the connection there", c->name,
 			   c->session);
@@ -808,13 +809,13 @@ static void target_hash_del(struct flit_tp *tp, struct rtarget *t)
 static struct rtarget *target_new(struct flit_tp *tp, const char *topic,
 				  const struct sockaddr_in *sa, const struct flit_cfg_receiver *rc)
 {
-	struct rtarget *t = calloc(1, sizeof(*t));
+	struct rtarget *t = calloc(1, sizeof(*t) + strlen(topic) + 1);
 
 	if (!t)
 		return NULL;
 	t->sa = *sa;
 	flit_ep_str(sa, t->ep, sizeof(t->ep));
-	snprintf(t->topic, sizeof(t->topic), "%s", topic);
+	strcpy(t->topic, topic);
 	t->hash = flit_rdma_topic_hash(topic);
 	t->depth = rc->rdma_depth;
 	t->bufsz = (rc->rdma_frame_max + 63) & ~63u;
