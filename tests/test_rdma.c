@@ -776,6 +776,101 @@ static void late_join_replays_kept_frames_then_live(void **state)
 	isolated(case_late_join, 90000);
 }
 
+/* Late join with a wrapped slot ring and a batch frame open when the
+ * receiver joins (its credits more than the slots): what is replayed is
+ * what the slots hold, in order, never the open frame's slot, then the
+ * open frame once flushed. */
+static int case_late_join_open_frame(void)
+{
+	unsigned port = new_port();
+	struct rx r = { .size = 24 };
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, NULL);
+	/* 8 slots of frames holding 4 messages of 24 bytes */
+	flit_pub *p = pub_new(pc, "t.ljopen", "late_join = 1000\nbatch = true\nbatch_max = 256\n"
+			      "rdma.slots = 8\n");
+	uint64_t i = 0;
+	for (; i < 100; i++)
+		CHECK(send_one(p, NULL, i, 24, 10000, NULL), "kept message %llu", (unsigned long long)i);
+	flit_sub *s = sub_new(rc, "t.ljopen", port, "late_join = on\nrdma.depth = 64\n", &r);
+	CHECK(poll_until(rc, &r.bos, 1, 30000), "BOS");
+	CHECK(wait_receivers(p, rc, 1, 30000), "connected");
+	for (; i < 110; i++)
+		CHECK(send_one(p, rc, i, 24, 10000, NULL), "live message %llu", (unsigned long long)i);
+	CHECK(flush_all(p, 10000), "flush");
+	CHECK(poll_until(rc, &r.next, 110, 30000), "up to 110: next %llu (%s)", (unsigned long long)r.next, r.why);
+	CHECK(!r.bad && r.late > 0 && r.first + r.got == 110, "first %llu, %llu got, %llu late, bad %llu (%s)",
+	      (unsigned long long)r.first, (unsigned long long)r.got, (unsigned long long)r.late,
+	      (unsigned long long)r.bad, r.why);
+	flit_sub_close(s);
+	flit_pub_close(p);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static void late_join_with_a_frame_open_replays_only_what_the_slots_hold(void **state)
+{
+	(void)state;
+	isolated(case_late_join_open_frame, 90000);
+}
+
+/* A flush while another thread holds a claim of another publisher of the
+ * session waits for its commit, then the frame goes (it used to return at
+ * once, leaving the batch unsent). */
+struct claim_job { flit_pub *p; volatile int stage; };
+
+static void *claimer(void *arg)
+{
+	struct claim_job *j = arg;
+	void *buf;
+	while (flit_pub_claim(j->p, 24, &buf) > 0)
+		usleep(100);
+	tl_fill(buf, 24, 0);
+	j->stage = 1;
+	usleep(200000);
+	CHECK(flit_pub_commit(j->p, 24) == 0, "commit");
+	j->stage = 2;
+	return NULL;
+}
+
+static int case_flush_waits_for_claim(void)
+{
+	unsigned port = new_port();
+	struct rx rx = { .size = 24 }, ry = { .size = 24 };
+	flit_ctx *pc = ctx_new(port, NULL), *rc = ctx_new(0, NULL);
+	flit_pub *x = pub_new(pc, "t.fx", "batch = true\n"), *y = pub_new(pc, "t.fy", "batch = true\n");
+	flit_sub *sx = sub_new(rc, "t.fx", port, NULL, &rx), *sy = sub_new(rc, "t.fy", port, NULL, &ry);
+	CHECK(poll_until(rc, &rx.bos, 1, 30000) && poll_until(rc, &ry.bos, 1, 30000), "BOS");
+	CHECK(wait_receivers(x, rc, 1, 30000), "connected");
+	unsigned char buf[24];
+	tl_fill(buf, sizeof(buf), 0);
+	CHECK(flit_pub_send(x, buf, sizeof(buf)) == FLIT_OK, "send (into the open batch)");
+	struct claim_job j = { .p = y };
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, claimer, &j) == 0, "thread");
+	while (!j.stage)
+		usleep(100);
+	CHECK(flit_pub_flush(x) == FLIT_OK, "flush while the other's claim is open");
+	CHECK(j.stage == 2, "the flush returned before the other thread's commit");
+	pthread_join(th, NULL);
+	CHECK(poll_until(rc, &rx.got, 1, 30000), "the flushed message did not come");
+	CHECK(poll_until(rc, &ry.got, 1, 30000), "the committed message did not come");
+	CHECK(!rx.bad && !ry.bad, "%s / %s", rx.why, ry.why);
+	flit_sub_close(sx);
+	flit_sub_close(sy);
+	flit_pub_close(x);
+	flit_pub_close(y);
+	flit_ctx_close(rc);
+	flit_ctx_close(pc);
+	return 0;
+}
+
+static void a_flush_waits_for_another_threads_claim_then_sends(void **state)
+{
+	(void)state;
+	isolated(case_flush_waits_for_claim, 90000);
+}
+
 static void write_mode_zero_copy_batching_deliver_everything(void **state)
 {
 	(void)state;
@@ -959,6 +1054,8 @@ int main(void)
 		cmocka_unit_test(credit_exhaustion_backpressures_and_recovers),
 		cmocka_unit_test(write_mode_zero_copy_batching_deliver_everything),
 		cmocka_unit_test(late_join_replays_kept_frames_then_live),
+		cmocka_unit_test(late_join_with_a_frame_open_replays_only_what_the_slots_hold),
+		cmocka_unit_test(a_flush_waits_for_another_threads_claim_then_sends),
 		cmocka_unit_test(rc_pubsub_100k_messages_in_order_between_processes),
 		cmocka_unit_test(two_subscribers_on_one_source_get_every_message),
 		cmocka_unit_test(dead_subscriber_is_dropped_others_continue_new_one_connects),

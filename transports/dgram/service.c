@@ -656,6 +656,54 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 	return next;
 }
 
+static uint64_t fad_hash(const char *topic)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const unsigned char *p = (const unsigned char *)topic; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h | 2;
+}
+
+/* The index entry of topic (h its hash), or of position pos (topic NULL). */
+static unsigned fad_slot(const struct fad *a, uint64_t h, const char *topic, uint32_t pos)
+{
+	for (unsigned j = (unsigned)(h >> 7) & (a->hcap - 1);; j = (j + 1) & (a->hcap - 1)) {
+		if (!a->hx[j].h)
+			return UINT32_MAX;
+		if (a->hx[j].h == h && (topic ? !strcmp(a->topics[a->hx[j].pos], topic) : a->hx[j].pos == pos))
+			return j;
+	}
+}
+
+/* Index topics[pos] (growing or rebuilding the table when full). */
+static bool fad_index(struct fad *a, uint32_t pos)
+{
+	if (2 * (a->hused + 1) > a->hcap) {
+		unsigned cap = a->hcap ? a->hcap : 16;
+		while (2 * (a->ntopics + 1) > cap)
+			cap *= 2;
+		void *v = calloc(cap, sizeof(*a->hx));
+		if (!v)
+			return false;
+		free(a->hx);
+		a->hx = v;
+		a->hcap = cap;
+		a->hused = 0;
+		for (uint32_t i = 0; i < a->ntopics; i++)
+			if (i != pos)
+				fad_index(a, i);
+	}
+	uint64_t h = fad_hash(a->topics[pos]);
+	unsigned j = (unsigned)(h >> 7) & (a->hcap - 1);
+	while (a->hx[j].h > 1)
+		j = (j + 1) & (a->hcap - 1);
+	if (!a->hx[j].h)
+		a->hused++;
+	a->hx[j].h = h;
+	a->hx[j].pos = pos;
+	return true;
+}
+
 static void fad_free(struct fad *a)
 {
 	for (unsigned i = 0; i < a->ntopics; i++)
@@ -663,6 +711,7 @@ static void fad_free(struct fad *a)
 	while (a->nans)
 		free(a->ans[--a->nans]);
 	free(a->topics);
+	free(a->hx);
 	free(a);
 }
 
@@ -713,17 +762,23 @@ int dg_res_advertise(struct flit_tp *tp, const struct flit_res_ad *ad)
 		return flit_err(ENOMEM, "udp: cannot advertise topic '%s'", ad->topic);
 	}
 	a->topics[a->ntopics++] = topic;
+	if (!fad_index(a, a->ntopics - 1)) {
+		a->ntopics--;
+		pthread_mutex_unlock(&tp->lock);
+		free(topic);
+		return flit_err(ENOMEM, "udp: cannot advertise topic '%s'", ad->topic);
+	}
 	/* the pages again from the first, soon (a burst of topics: the
 	 * resolver's rate paces them) */
-	bool first = a->ntopics == 1;
+	bool soon = a->ntopics == 1 || a->adv.at > mono() + ADVERT_MIN_NS;
 	a->page = 0;
-	if (first || a->adv.at > mono() + ADVERT_MIN_NS)
+	if (soon)
 		dg_advert_start(&a->adv, mono());
 	pthread_mutex_unlock(&tp->lock);
 	if (dg_thread_start(tp))
 		flit_warn("%s; advertisements are sent by flit_ctx_poll() only", flit_errmsg());
-	if (first)
-		dg_wake(tp);
+	if (soon)
+		dg_wake(tp); /* its deadline moved earlier */
 	return 0;
 }
 
@@ -734,12 +789,22 @@ void dg_res_withdraw(struct flit_tp *tp, uint32_t session, const char *topic)
 		struct fad *a = *pp;
 		if (a->session != session)
 			continue;
-		for (unsigned i = 0; i < a->ntopics; i++)
-			if (!topic || !strcmp(a->topics[i], topic)) {
-				free(a->topics[i]);
-				a->topics[i] = a->topics[--a->ntopics];
-				break;
-			}
+		unsigned j = topic && a->hcap ? fad_slot(a, fad_hash(topic), topic, 0) : UINT32_MAX;
+		uint32_t i = j != UINT32_MAX ? a->hx[j].pos : topic ? UINT32_MAX : a->ntopics - 1;
+		if (i == UINT32_MAX)
+			break;
+		if (j == UINT32_MAX && a->hcap)
+			j = fad_slot(a, fad_hash(a->topics[i]), NULL, i);
+		if (j != UINT32_MAX)
+			a->hx[j].h = 1; /* removed */
+		free(a->topics[i]);
+		if (i != --a->ntopics) {
+			/* the last topic takes its place */
+			unsigned k = fad_slot(a, fad_hash(a->topics[a->ntopics]), NULL, a->ntopics);
+			a->topics[i] = a->topics[a->ntopics];
+			if (k != UINT32_MAX)
+				a->hx[k].pos = i;
+		}
 		if (!a->ntopics) {
 			*pp = a->next;
 			fad_free(a);

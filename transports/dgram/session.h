@@ -295,6 +295,10 @@ struct fad {
 	uint16_t port;
 	char **topics;               /* its topics, in no order */
 	unsigned ntopics, captopics;
+	/* where each topic is in topics[] (a withdraw of one of 100,000):
+	 * open addressing by FNV-1a 64 | 2 (0 free, 1 removed) */
+	struct { uint64_t h; uint32_t pos; } *hx;
+	unsigned hcap, hused;
 	unsigned page;               /* the next topic an advert page starts at */
 	struct advert adv;
 	struct answer *ans[ANSWERS_MAX]; /* pages owed to askers */

@@ -141,6 +141,7 @@ struct sconn {                   /* source side: one receiver */
 	uint32_t depth, bufsz, rkey, inl, sq;
 	uint64_t ring;
 	uint64_t rcv_id;             /* the receiving context (REQ) */
+	uint64_t want;               /* the topic it asked for (REQ topic_hash) */
 	/* the rest: the session's lock */
 	uint64_t sent;               /* receive buffers consumed */
 	uint64_t limit;              /* sent may reach it (cached credits) */
@@ -211,7 +212,7 @@ struct rsess {
 	unsigned nann, ann_head, capann;
 	struct rtopic **endq;        /* closed, their ends to be told before the
 				      * next frame (each freed once told) */
-	unsigned nend, capend;
+	unsigned nend, end_head, capend; /* endq[end_head .. nend) */
 	struct sconn **conns;        /* established: catching up or in the fan-out */
 	unsigned nconns, capconns, ncatching;
 	uint8_t *slots;
@@ -291,6 +292,9 @@ struct rtarget {                 /* a topic we connect for, and where */
 	uint32_t session;            /* resolved: the session advertised (0: not known) */
 	uint32_t depth, bufsz, retry_ms, delay_ms;
 	uint64_t retry_at;
+	uint64_t attached;           /* when it took its connection */
+	bool anew;                   /* its next request asks the source to drop
+				      * a connection of ours it still counts */
 	uint32_t why;                /* the last failure's text hashed (0: none):
 				      * logged once per change */
 	bool mark;
@@ -334,6 +338,7 @@ struct flit_tp {
 	unsigned thcap, ntargets;
 	struct rconn *rconns;
 	uint64_t next_house, now;   /* now: the last housekeeping's clock */
+	uint64_t next_check;        /* targets on connections that do not name them */
 	unsigned idle, nup;         /* nup: connections up */
 	bool in_poll, dirty, pattern_warned;
 };

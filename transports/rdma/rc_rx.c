@@ -178,6 +178,11 @@ static struct rconn *conn_for(struct flit_tp *tp, const struct rtarget *t, bool 
 		if ((t->session && c->session == t->session) || conn_names(c, t->topic, t->hash))
 			return c;
 	}
+	/* its session, reached at another address */
+	for (struct rconn *c = tp->rconns; t->session && c; c = c->next) {
+		if (!c->broken && !c->merged && c->state == RC_UP && c->session == t->session)
+			return c;
+	}
 	return NULL;
 }
 
@@ -188,6 +193,7 @@ static int rconn_start(struct flit_tp *tp, struct rtarget *t, uint64_t now)
 
 	if (c) {
 		target_attach(c, t);
+		t->attached = now;
 		flit_debug("%s: '%s' shares the connection to session %08x", c->name, t->topic, c->session);
 		return 0;
 	}
@@ -220,6 +226,7 @@ static int rconn_start(struct flit_tp *tp, struct rtarget *t, uint64_t now)
 	c->next = tp->rconns;
 	tp->rconns = c;
 	target_attach(c, t);
+	t->attached = now;
 	return 0;
 }
 
@@ -282,7 +289,8 @@ static int rconn_connect(struct flit_tp *tp, struct rconn *c)
 	uint64_t since = flit_ctx_sub_since(tp->ctx, t->topic), rt = flit_realtime_now();
 	uint64_t age_ms = since && rt > since ? (rt - since) / 1000000u : 0;
 	struct flit_rdma_req rq = {
-		.flags = FLIT_RDMA_REQF_RING | (late ? FLIT_RDMA_REQF_LATE : 0),
+		.flags = FLIT_RDMA_REQF_RING | (late ? FLIT_RDMA_REQF_LATE : 0) |
+			 (t->anew ? FLIT_RDMA_REQF_ANEW : 0),
 		.domain = tp->domain, .topic_hash = t->hash,
 		.depth = c->depth, .buf_size = c->bufsz,
 		.ring_addr = (uintptr_t)c->mem, .ring_rkey = c->mr->rkey,
@@ -335,14 +343,20 @@ static void credit_write(struct rconn *c, bool force)
 /* A topic of connection c's session ended: the targets of that name leave
  * it (the topic may come back elsewhere: they look again, after their
  * retry delay). */
+static struct rtarget *target_find(struct flit_tp *tp, const char *topic,
+				   const struct sockaddr_in *sa);
+
 static void topic_ended(struct flit_tp *tp, struct rconn *c, const char *name, uint64_t now)
 {
-	for (struct rtarget *t = tp->targets; t; t = t->next)
-		if (t->c == c && !strcmp(t->topic, name)) {
-			target_detach(tp, t);
-			t->delay_ms = t->retry_ms;
-			target_retry(t, now);
-		}
+	/* the target of that name at this listener (a hash lookup: a
+	 * session of 100,000 topics may end many); one that reached the
+	 * session at another address finds out by its check (housekeeping) */
+	struct rtarget *t = target_find(tp, name, &c->sa);
+	if (t && t->c == c) {
+		target_detach(tp, t);
+		t->delay_ms = t->retry_ms;
+		target_retry(t, now);
+	}
 	if (!c->refs)
 		c->broken = true; /* nothing of it is wanted any more */
 }
@@ -417,6 +431,7 @@ static int on_info(struct flit_tp *tp, struct rconn *c, const uint8_t *p,
 			if (t->c == c) {
 				t->delay_ms = t->retry_ms;
 				t->why = 0;
+				t->anew = false;
 			}
 	}
 	return ev;
@@ -557,13 +572,13 @@ static void rconn_up(struct flit_tp *tp, struct rconn *c, const void *pd, size_t
 	/* a second connection to a session we have one to (its target did
 	 * not know, by name or by resolution): its targets take that one */
 	for (struct rconn *o = tp->rconns; o; o = o->next) {
-		if (o == c || o->state != RC_UP || o->broken || o->merged || o->session != c->session ||
-		    !same_ep(&o->sa, &c->sa))
+		if (o == c || o->state != RC_UP || o->broken || o->merged || o->session != c->session)
 			continue;
 		for (struct rtarget *t = tp->targets; t; t = t->next)
 			if (t->c == c) {
 				target_detach(tp, t);
 				target_attach(o, t);
+				t->attached = now;
 				t->delay_ms = t->retry_ms;
 				t->why = 0;
 			}
@@ -616,20 +631,35 @@ static const char *cm_status(const struct rdma_cm_event *ev, char *buf, size_t n
  * look again at the next housekeeping (it is still on its way). */
 static void same_session(struct flit_tp *tp, struct rconn *c, uint32_t session, uint64_t now)
 {
-	struct rconn *o = NULL;
+	struct rconn *o = NULL, *pending = NULL;
 
-	for (o = tp->rconns; o; o = o->next)
-		if (o != c && o->state == RC_UP && !o->broken && !o->merged && o->session == session &&
-		    same_ep(&o->sa, &c->sa))
+	/* by the session alone: the source context may be reached at two
+	 * addresses (a static map and resolution), its session is one */
+	for (o = tp->rconns; o; o = o->next) {
+		if (o == c || o->broken || o->merged)
+			continue;
+		if (o->state == RC_UP && o->session == session)
 			break;
+		if (o->state != RC_UP && same_ep(&o->sa, &c->sa))
+			pending = o; /* may be that session: its accept tells */
+	}
 	for (struct rtarget *t = tp->targets; t; t = t->next)
 		if (t->c == c) {
 			target_detach(tp, t);
+			t->session = session;
 			if (o) {
 				target_attach(o, t);
+				t->attached = now;
+			} else if (pending) {
+				t->retry_at = now; /* the next housekeeping looks again */
 			} else {
-				t->session = session;
-				t->retry_at = now;
+				/* the source counts a connection of ours to that
+				 * session that we do not have (gone, its end not
+				 * seen there): ask anew, the source drops it */
+				target_fail(t, "the source holds a connection of ours to session %08x that we "
+					    "no longer have: asking it to drop that one", session);
+				t->anew = true;
+				target_retry(t, now);
 			}
 		}
 	c->merged = c->broken = true;
@@ -932,6 +962,24 @@ static int housekeeping(struct flit_tp *tp, uint64_t now)
 	for (struct rtarget *t = tp->targets; t; t = t->next)
 		if (!t->c && now >= t->retry_at)
 			rconn_start(tp, t, now);
+	/* once a second: a static target on a connection whose session has
+	 * not named its topic for a while (it ended as the target took the
+	 * connection) looks again: the topic may be in another session */
+	if (now >= tp->next_check) {
+		tp->next_check = now + 1000 * MS;
+		for (struct rtarget *t = tp->targets; t; t = t->next) {
+			struct rconn *c = t->c;
+			if (!c || t->resolved || c->state != RC_UP || !c->rs || now - t->attached < 2000 * MS ||
+			    conn_names(c, t->topic, t->hash))
+				continue;
+			flit_debug("%s: '%s' is not in session %08x: looking again", c->name, t->topic, c->session);
+			target_detach(tp, t);
+			t->session = 0;
+			target_retry(t, now);
+			if (!c->refs)
+				c->broken = true;
+		}
+	}
 	/* credits of a stream that stopped (a running one returns them every
 	 * depth/4 frames), and the keepalive */
 	for (struct rconn *c = tp->rconns; c; c = c->next) {

@@ -99,6 +99,18 @@ static void src_unlock(struct rsess *s) { pthread_mutex_unlock(&s->lock); }
 
 static void conn_catchup(struct rsess *s, struct sconn *c);
 
+static void conn_names_free(struct sconn *c)
+{
+	if (c->names_mr)
+		ibv_dereg_mr(c->names_mr);
+	c->names_mr = NULL;
+	free(c->names);
+	c->names = NULL;
+	free(c->pg);
+	c->pg = NULL;
+	c->npg = c->pg_next = 0;
+}
+
 /* Poll every connection, refresh credits, move the catching-up ones on,
  * drop dead ones.  Lock held. */
 static void src_progress(struct rsess *s)
@@ -111,6 +123,8 @@ static void src_progress(struct rsess *s)
 		conn_credits(c);
 		if (FLIT_UNLIKELY(c->catching) && !c->dead)
 			conn_catchup(s, c);
+		if (FLIT_UNLIKELY(c->names) && !c->catching && c->wr_done >= c->names_wr)
+			conn_names_free(c); /* the pages are out: memory and registration go */
 		if (FLIT_UNLIKELY(c->dead)) {
 			/* the connection thread frees it after the disconnect */
 			rdma_disconnect(c->id);
@@ -298,9 +312,9 @@ static int src_pending(struct rsess *s)
 		r = src_ready(s, true, true);
 		if (r == FLIT_NOT_CONNECTED) {
 			/* nobody to tell: a receiver that comes gets every name */
-			for (unsigned i = 0; i < s->nend; i++)
+			for (unsigned i = s->end_head; i < s->nend; i++)
 				free(s->endq[i]);
-			s->nend = s->nann = s->ann_head = 0;
+			s->nend = s->end_head = s->nann = s->ann_head = 0;
 			return 0;
 		}
 		if (r)
@@ -309,12 +323,12 @@ static int src_pending(struct rsess *s)
 		uint8_t *f = slot_of(s, s->nframes);
 		size_t l;
 		if (s->nend) {
-			struct rtopic *gone = s->endq[0];
+			struct rtopic *gone = s->endq[s->end_head];
 			uint32_t idx = gone->idx;
 			l = sess_info_encode(s, f, s->frame_max, s->next_seq, &idx, 1, false, true, gone, &took);
 			free(gone);
-			memmove(s->endq, s->endq + 1, (s->nend - 1) * sizeof(s->endq[0]));
-			s->nend--;
+			if (++s->end_head == s->nend)
+				s->nend = s->end_head = 0;
 		} else {
 			/* no frame is open: each topic's number is its next at next_seq */
 			l = sess_info_encode(s, f, s->frame_max, s->next_seq, s->ann + s->ann_head,
@@ -512,12 +526,11 @@ int rdma_flush(struct flit_tsrc *ts)
 	struct rsess *s = t->ss;
 
 	src_lock(s);
-	if (s->claim) {
+	if (s->claim && !claim_wait(s)) {
 		src_unlock(s);
-		if (s->claimer == t)
-			return flit_err(EBUSY, "rdma: %s: flush with a claim open (commit or abort it first)",
-					t->topic);
-		return 0; /* another publisher's claim: its commit posts the frame when due */
+		return flit_err(EBUSY, s->claimer == t ? "rdma: %s: flush with a claim open (commit or abort it first)"
+				: "rdma: %s: flush while this thread holds a claim of another publisher of its session",
+				t->topic);
 	}
 	int r = s->nann || s->nend ? src_pending(s) : src_flush_locked(s);
 	src_unlock(s);
@@ -580,10 +593,7 @@ static void sconn_free(struct flit_tp *tp, struct sconn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->mr)
 		ibv_dereg_mr(c->mr);
-	if (c->names_mr)
-		ibv_dereg_mr(c->names_mr);
-	free(c->names);
-	free(c->pg);
+	conn_names_free(c);
 	free(c->blk);
 	if (c->id)
 		rdma_destroy_id(c->id);
@@ -632,7 +642,9 @@ static void replay_plan(struct rsess *s, struct sconn *c, const struct flit_rdma
 	uint64_t age_ms = (mono() - s->created) / 1000000u;
 	bool first = s->late_join && rq->sub_age_ms > age_ms;
 	bool late = s->late_join && (rq->flags & FLIT_RDMA_REQF_LATE);
-	uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
+	/* an open frame is being built in the slot of frame nframes - nslots */
+	uint64_t keep = s->nslots - (s->frame ? 1 : 0);
+	uint64_t lo = s->nframes > keep ? s->nframes - keep : 0;
 	uint64_t room = rq->depth - 2;
 
 	c->replay = false;
@@ -746,12 +758,25 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 		reject(id, FLIT_RDMA_REJ_NO_TOPIC, 0);
 		goto drop;
 	}
-	for (struct sconn *o = tp->sconns; o; o = o->next)
-		if (o->src == s && o->rcv_id == rq.rcv_id && !o->dead) {
-			/* that context has the session: the topic comes on it */
-			reject(id, FLIT_RDMA_REJ_SESSION, s->session);
-			goto drop;
+	for (struct sconn *o = tp->sconns; o; o = o->next) {
+		if (o->src != s || o->rcv_id != rq.rcv_id || o->dead)
+			continue;
+		if (rq.flags & FLIT_RDMA_REQF_ANEW) {
+			/* the receiver has no connection to the session: this
+			 * one is gone there (its end never reached us) */
+			flit_info("rdma: %s: receiver %s asks anew: its connection from %s is gone", s->label,
+				  peer, o->peer);
+			src_lock(s);
+			o->dead = true;
+			src_progress(s);
+			src_unlock(s);
+			rdma_disconnect(o->id);
+			continue;
 		}
+		/* that context has the session: the topic comes on it */
+		reject(id, FLIT_RDMA_REJ_SESSION, s->session);
+		goto drop;
+	}
 	if (rq.buf_size < s->frame_max) {
 		flit_info("rdma: %s: receiver %s has %u-byte buffers, frames need %u: refused",
 			  s->label, peer, rq.buf_size, s->frame_max);
@@ -782,6 +807,7 @@ static void on_connect_request(struct flit_tp *tp, struct rdma_cm_id *id,
 	c->ring = rq.ring_addr;
 	c->rkey = rq.ring_rkey;
 	c->rcv_id = rq.rcv_id;
+	c->want = rq.topic_hash;
 	c->sq = s->nslots + 4;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	c->blk = aligned_alloc(64, sizeof(*c->blk));
@@ -959,7 +985,9 @@ static void conn_catchup(struct rsess *s, struct sconn *c)
 		}
 		c->catch_next++;
 	}
-	if (c->catch_next == s->nframes) {
+	/* (not while a claim is open: its commit posts without looking at
+	 * this connection's room) */
+	if (c->catch_next == s->nframes && !s->claim) {
 		c->catching = false;
 		s->ncatching--;
 		flit_debug("rdma: %s: receiver %s caught up (%u pages)", s->label, c->peer, c->npg);
@@ -972,7 +1000,17 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 {
 	struct rsess *s = c->src;
 
-	if (!s) { /* the session closed meanwhile */
+	if (!s || c->dead) { /* the session closed meanwhile, or the receiver asked anew */
+		rdma_disconnect(c->id);
+		return;
+	}
+	struct rtopic *w = topic_of_hash(tp, c->want);
+	if (!w || w->ss != s) {
+		/* the topic it asked for ended meanwhile: its pages would not
+		 * name it, and the receiver would wait for it on this
+		 * connection; it asks again (and is told there is none) */
+		flit_info("rdma: %s: receiver %s: the topic it asked for ended before it joined",
+			  s->label, c->peer);
 		rdma_disconnect(c->id);
 		return;
 	}
@@ -990,7 +1028,8 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 		nums = false;
 		/* frames sent since the plan are replayed too; what the slots or
 		 * the receiver's credits cannot hold any more is a gap (loss) */
-		uint64_t lo = s->nframes > s->nslots ? s->nframes - s->nslots : 0;
+		uint64_t keep = s->nslots - (s->frame ? 1 : 0);
+		uint64_t lo = s->nframes > keep ? s->nframes - keep : 0;
 		if (s->nframes - lo > c->depth - 2)
 			lo = s->nframes - (c->depth - 2);
 		if (from < lo)
@@ -1248,6 +1287,15 @@ static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
 		 c->batch_max, c->timestamps, c->late_join);
 }
 
+/* Is idx's previous topic's end still to be told? */
+static bool idx_ending(const struct rsess *s, uint32_t idx)
+{
+	for (unsigned i = s->end_head; i < s->nend; i++)
+		if (s->endq[i]->idx == idx)
+			return true;
+	return false;
+}
+
 /* Topic t joins session s (lock held): the next index; the receivers
  * connected are told its name before the next frame.  0 or -errno. */
 static int sess_add_topic(struct rsess *s, struct rtopic *t)
@@ -1258,8 +1306,10 @@ static int sess_add_topic(struct rsess *s, struct rtopic *t)
 		/* every index was used once: take one whose topic ended (its
 		 * receivers had its end; a page names the new topic) */
 		idx = 0;
-		while (s->topics[idx])
-			idx++;
+		while (s->topics[idx] || idx_ending(s, idx))
+			if (++idx == s->ntopics)
+				return flit_err(EAGAIN, "rdma: session '%s': every topic index is in use or its "
+						"end not yet told to the receivers: try again", s->name);
 	} else if (s->ntopics == s->captopics) {
 		if (s->ntopics >= RC_TOPICS_MAX)
 			return flit_err(ENOSPC, "rdma: session '%s' holds %u topics, the most one session can "
@@ -1554,9 +1604,9 @@ void rdma_src_close(struct flit_tsrc *ts)
 	if (s->frame && s->fcount && src_wait(s, false, true) == 0)
 		src_post_frame(s);
 	/* the other topics' ends: the session's END ends them */
-	for (unsigned i = 0; i < s->nend; i++)
+	for (unsigned i = s->end_head; i < s->nend; i++)
 		free(s->endq[i]);
-	s->nend = 0;
+	s->nend = s->end_head = 0;
 	for (uint64_t t0 = mono(); s->ncatching && mono() - t0 < CLOSE_WAIT_NS;) {
 		src_progress(s);
 		if (s->ncatching) {

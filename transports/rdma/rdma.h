@@ -28,6 +28,8 @@
 /* REQ flags */
 #define FLIT_RDMA_REQF_RING 0x01u /* ring_addr/ring_rkey name the receive buffers */
 #define FLIT_RDMA_REQF_LATE 0x02u /* the receiver asks for late join */
+#define FLIT_RDMA_REQF_ANEW 0x04u /* the receiving context has no connection to the
+				   * topic's session: the source drops any it counts */
 
 /* data path of a connection (REP mode) */
 enum flit_rdma_wire_mode {

@@ -90,7 +90,7 @@ int flit_rdma_req_decode(const void *buf, size_t len, struct flit_rdma_req *r,
 	r->ring_rkey = flit_ld32(p + 32);
 	r->sub_age_ms = flit_ld32(p + 36);
 	r->rcv_id = flit_ld64(p + 40);
-	if ((r->flags & ~(FLIT_RDMA_REQF_RING | FLIT_RDMA_REQF_LATE)) || r->depth < 4 ||
+	if ((r->flags & ~(FLIT_RDMA_REQF_RING | FLIT_RDMA_REQF_LATE | FLIT_RDMA_REQF_ANEW)) || r->depth < 4 ||
 	    r->depth > 65536 || r->buf_size < 64 || (r->buf_size & 63))
 		return -EINVAL;
 	return 0;
