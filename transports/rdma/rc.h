@@ -63,7 +63,9 @@
  * change.
  *
  * The files: rc.h (this: the state both sides share), rc_src.c (the source
- * side), rc_rx.c (the receive side), rdma.c (devices, open and close, the
+ * side: sessions, sending, open and close), rc_conn.c (the source side's
+ * connections: listener, connection thread, accept, naming and catch-up),
+ * rc_rx.c (the receive side), rdma.c (devices, open and close, the
  * transport's operations), wire.c (the connection messages, rdma.h).
  *
  * Why SEND by default, not WRITE with immediate: docs/PROTOCOL.md, "RDMA
@@ -348,6 +350,33 @@ static inline uint64_t mono(void)
 	return flit_monotonic_now();
 }
 
+/* ---- the source side's helpers (rc_src.c, rc_conn.c) ---- */
+
+static inline uint8_t *slot_of(const struct rsess *s, uint64_t f)
+{
+	return s->slots + (f & (s->nslots - 1)) * s->stride;
+}
+
+static inline void src_lock(struct rsess *s) { pthread_mutex_lock(&s->lock); }
+static inline void src_unlock(struct rsess *s) { pthread_mutex_unlock(&s->lock); }
+
+/* Re-read a connection's credit counter; the receiver writes it. */
+static inline void conn_credits(struct sconn *c)
+{
+	uint64_t freed = __atomic_load_n(&c->blk->freed, __ATOMIC_ACQUIRE);
+	/* a receiver frees what it received, never more: anything else is
+	 * a torn or bogus write, and the next one will be whole */
+	if (freed <= c->sent)
+		c->limit = c->depth + freed - 1; /* one buffer stays for END */
+}
+
+/* Connection c can take one more request now. */
+static inline bool conn_room(const struct sconn *c)
+{
+	return c->sent < c->limit && c->wr_posted - c->wr_done < c->sq - 2 &&
+	       c->sig_tail - c->sig_head < SIG_RING - 2;
+}
+
 /* rdma.c: the devices, and what both sides use */
 int rc_dev_index(const struct flit_tp *tp, const struct ibv_context *verbs);
 const char *rc_dev_name(const struct ibv_context *verbs);
@@ -355,8 +384,21 @@ struct ibv_mr *rc_reg_mr(struct ibv_pd *pd, void *p, size_t len, int access, con
 int rc_nonblock(int fd);
 void rc_describe_update(struct flit_tp *tp, const struct rsess *s);
 
-/* rc_src.c: the source side (the application's threads and the
- * connection thread) */
+/* rc_src.c: sending (the application's threads, session lock held) */
+int rc_conn_post(struct sconn *c, const void *buf, uint32_t len, uint32_t lkey,
+		 uint64_t frames, bool force_sig, uint32_t sig_every);
+int rc_conn_reap(struct sconn *c);
+void rc_src_progress(struct rsess *s);
+int rc_src_pending(struct rsess *s);
+size_t rc_info_encode(const struct rsess *s, uint8_t *buf, size_t cap, uint64_t seq,
+		      const uint32_t *idx, unsigned n, bool nums, bool ended,
+		      const struct rtopic *gone, unsigned *took);
+struct rtopic *rc_topic_of_hash(const struct flit_tp *tp, uint64_t hash);
+/* rc_conn.c: connections (the connection thread, tp->lock held) */
+int rc_listen_start(struct flit_tp *tp);
+void rc_conn_catchup(struct rsess *s, struct sconn *c);
+void rc_conn_names_free(struct sconn *c);
+/* rc_src.c: the source side's operations */
 int rdma_src_open(struct flit_tp *tp, const char *topic,
 		  const struct flit_cfg_source *cfg, struct flit_tsrc **out);
 void rdma_src_close(struct flit_tsrc *ts);
