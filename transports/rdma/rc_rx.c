@@ -110,11 +110,28 @@ static struct rconn *target_detach(struct flit_tp *tp, struct rtarget *t)
 	return c;
 }
 
+/* Is entry i of c's name table still a topic its session names? */
+static bool conn_name_live(const struct rconn *c, unsigned i)
+{
+	const struct flit_rx_session *rs = c->rs;
+	uint32_t idx = c->nidx[i];
+
+	return rs && idx < rs->ntopics && rs->topics[idx].name &&
+	       (flit_rdma_topic_hash(rs->topics[idx].name) | 1) == c->nkey[i];
+}
+
 /* Connection c's session named topic idx, of hash h. */
 static void conn_name_add(struct rconn *c, uint64_t h, uint32_t idx)
 {
 	if (2 * (c->nn + 1) > c->ncap) {
-		unsigned cap = c->ncap ? c->ncap * 2 : 64;
+		/* full: the entries of topics that ended or were renamed go,
+		 * the table grows only for the live ones */
+		unsigned live = 0;
+		for (unsigned i = 0; i < c->ncap; i++)
+			live += c->nkey[i] && conn_name_live(c, i);
+		unsigned cap = 64;
+		while (4 * (live + 1) > cap)
+			cap *= 2; /* a quarter full: room before the next look */
 		uint64_t *k = calloc(cap, sizeof(*k));
 		uint32_t *v = calloc(cap, sizeof(*v));
 		if (!k || !v) {
@@ -122,13 +139,15 @@ static void conn_name_add(struct rconn *c, uint64_t h, uint32_t idx)
 			free(v);
 			return; /* the target looks by connecting: REJ SESSION */
 		}
+		c->nn = 0;
 		for (unsigned i = 0; i < c->ncap; i++)
-			if (c->nkey[i]) {
+			if (c->nkey[i] && conn_name_live(c, i)) {
 				unsigned j = (unsigned)c->nkey[i] & (cap - 1);
 				while (k[j])
 					j = (j + 1) & (cap - 1);
 				k[j] = c->nkey[i];
 				v[j] = c->nidx[i];
+				c->nn++;
 			}
 		free(c->nkey);
 		free(c->nidx);
