@@ -155,17 +155,22 @@ struct sconn {                   /* source side: one receiver */
 	uint64_t replay_from, info_seq;
 	uint32_t late;
 	bool replay;
-	/* catching up (established, not yet in the live stream): the INFO
-	 * pages naming the session's topics (registered: names_mr), page
-	 * pg_next of npg next (pg: their offsets, npg + 1), then the frames
-	 * from catch_next on, from their slots */
+	/* catching up (established, not yet in the live stream): INFO pages
+	 * naming the session's topics of indexes name_next .. name_end (those
+	 * added later are named in the stream), built as its credits allow
+	 * (the session's lock is not held for 100,000 names at once) into a
+	 * ring of pg_n registered buffers (pg_wr: the request that last used
+	 * each), all at name_seq; then the frames from catch_next on, from
+	 * their slots */
 	bool catching;
-	uint8_t *names;
-	struct ibv_mr *names_mr;
-	uint32_t *pg;
-	unsigned npg, pg_next;
+	uint8_t *pgbuf;
+	struct ibv_mr *pg_mr;
+	uint64_t *pg_wr;
+	unsigned pg_n, pages;
+	uint32_t name_next, name_end;
+	uint64_t name_seq;
 	uint64_t catch_next;
-	uint64_t names_wr;           /* the pages' last request: once done, names go */
+	uint64_t names_wr;           /* the pages' last request: once done, the ring goes */
 	uint64_t frames_done;        /* frames below it have completed */
 	uint64_t sig_head, sig_tail;
 	struct { uint64_t wr, frames; } sig[SIG_RING];

@@ -9,14 +9,14 @@
 
 void rc_conn_names_free(struct sconn *c)
 {
-	if (c->names_mr)
-		ibv_dereg_mr(c->names_mr);
-	c->names_mr = NULL;
-	free(c->names);
-	c->names = NULL;
-	free(c->pg);
-	c->pg = NULL;
-	c->npg = c->pg_next = 0;
+	if (c->pg_mr)
+		ibv_dereg_mr(c->pg_mr);
+	c->pg_mr = NULL;
+	free(c->pgbuf);
+	c->pgbuf = NULL;
+	free(c->pg_wr);
+	c->pg_wr = NULL;
+	c->pg_n = 0;
 }
 
 /* ---- source side: connections (the connection thread, tp->lock held) ---------- */
@@ -277,73 +277,54 @@ drop:
 	rdma_destroy_id(id);
 }
 
-/* The INFO pages that name the session's live topics to connection c, at
- * `seq`, into c->names (registered).  0 or -errno.  Session lock held. */
-static int conn_names(struct rsess *s, struct sconn *c, uint64_t seq, bool nums)
+/* The ring of page buffers of connection c: up to its credits, at most
+ * 32 frames.  0 or -errno.  Session lock held. */
+static int conn_pages_init(struct rsess *s, struct sconn *c)
 {
-	uint32_t *idx = malloc((s->ntopics ? s->ntopics : 1) * sizeof(*idx));
-	unsigned n = 0, cap = 0, np = 0;
-	size_t len = 0;
-
-	if (!idx)
+	c->pg_n = c->depth < 32 ? c->depth : 32;
+	c->pgbuf = aligned_alloc(64, (size_t)c->pg_n * s->stride);
+	c->pg_wr = calloc(c->pg_n, sizeof(*c->pg_wr));
+	if (!c->pgbuf || !c->pg_wr)
 		return -ENOMEM;
-	for (unsigned i = 0; i < s->ntopics; i++)
-		if (s->topics[i])
-			idx[n++] = i;
-	/* the page frames, back to back (8-byte aligned, each <= frame_max) */
-	for (unsigned i = 0; i < n;) {
-		uint8_t scratch[8];
-		unsigned took = 0;
-		size_t need = 0;
-		(void)scratch;
-		/* measure: names of up to 64 topics, as rc_info_encode takes them */
-		size_t used = 48;
-		unsigned k = 0, j = i;
-		for (; j < n && k < 64; j++, k++) {
-			size_t w = 8 + flit_align8(strlen(s->topics[idx[j]]->topic)) + 8;
-			if (used + w > s->frame_max)
-				break;
-			used += w;
-		}
-		took = j - i;
-		need = used;
-		if (np + 2 > cap) {
-			cap = cap ? cap * 2 : 16;
-			uint32_t *v = realloc(c->pg, cap * sizeof(*v));
-			if (!v)
-				goto nomem;
-			c->pg = v;
-		}
-		c->pg[np++] = (uint32_t)len;
-		len += need;
-		i += took ? took : 1;
+	c->pg_mr = rc_reg_mr(s->tp->dev[c->dev].pd, c->pgbuf, (size_t)c->pg_n * s->stride, 0, "INFO pages");
+	return c->pg_mr ? 0 : -ENOMEM;
+}
+
+/* The next INFO page of connection c into a free buffer of its ring, and
+ * posted: 1, or 0 (no buffer free, or nothing left to name), or -errno.
+ * nums: each topic's next number is valid at name_seq (the first pages,
+ * built where the connection starts).  Session lock held. */
+static int conn_page(struct rsess *s, struct sconn *c, bool nums)
+{
+	unsigned b = c->pages % c->pg_n;
+	uint32_t idx[64];
+	unsigned n = 0, took;
+
+	if (c->pg_wr[b] > c->wr_done)
+		return 0; /* its last page still on its way: a completion frees it */
+	while (c->name_next < c->name_end && n < 64) {
+		if (s->topics[c->name_next])
+			idx[n++] = c->name_next;
+		c->name_next++;
 	}
-	c->names = aligned_alloc(64, (len + 63) & ~(size_t)63);
-	if (!c->names)
-		goto nomem;
-	size_t off = 0;
-	unsigned p = 0;
-	for (unsigned i = 0; i < n; p++) {
-		unsigned took;
-		size_t l = rc_info_encode(s, c->names + off, s->frame_max, seq, idx + i, n - i, nums, false,
-					    NULL, &took);
-		c->pg[p] = (uint32_t)off;
-		off += l;
-		i += took ? took : 1;
-	}
-	c->pg[p] = (uint32_t)off;
-	c->npg = p;
-	c->pg_next = 0;
-	free(idx);
-	if (p) {
-		c->names_mr = rc_reg_mr(s->tp->dev[c->dev].pd, c->names, off ? off : 8, 0, "INFO pages");
-		if (!c->names_mr)
-			return -ENOMEM;
-	}
-	return 0;
-nomem:
-	free(idx);
-	return -ENOMEM;
+	if (!n)
+		return 0;
+	uint8_t *p = c->pgbuf + (size_t)b * s->stride;
+	size_t l = rc_info_encode(s, p, s->frame_max, c->name_seq, idx, n, nums, false, NULL, &took);
+	if (took < n) /* those it did not take: the next page's */
+		c->name_next = idx[took];
+	if (!l)
+		return 0;
+	/* signalled at the ring's half and end: completions free buffers */
+	bool sig = b == c->pg_n / 2 - 1 || b == c->pg_n - 1 || c->name_next >= c->name_end;
+	int err = rc_conn_post(c, p, (uint32_t)l, c->pg_mr->lkey, c->catch_next, sig, s->sig_every);
+	if (err)
+		return err;
+	c->pg_wr[b] = c->wr_posted;
+	c->pages++;
+	if (c->name_next >= c->name_end)
+		c->names_wr = c->wr_posted;
+	return 1;
 }
 
 /* Move connection c on with what it catches up on: its INFO pages, then
@@ -352,26 +333,21 @@ nomem:
  * lock held. */
 void rc_conn_catchup(struct rsess *s, struct sconn *c)
 {
-	while (c->pg_next < c->npg && conn_room(c)) {
-		uint32_t off = c->pg[c->pg_next], len = c->pg[c->pg_next + 1] - off;
-		bool last = c->pg_next + 1 == c->npg;
-		int err = rc_conn_post(c, c->names + off, len, c->names_mr->lkey, c->catch_next, last,
-				    s->sig_every);
-		if (err) {
-			flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-err));
-			c->dead = true;
-			return;
-		}
-		c->pg_next++;
-		if (last)
-			c->names_wr = c->wr_posted;
+	int r = 1;
+
+	while (c->name_next < c->name_end && conn_room(c) && (r = conn_page(s, c, false)) > 0)
+		;
+	if (r < 0) {
+		flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-r));
+		c->dead = true;
+		return;
 	}
-	if (c->pg_next < c->npg)
+	if (c->name_next < c->name_end)
 		return;
 	while (c->catch_next < s->nframes && conn_room(c)) {
 		const uint8_t *f = slot_of(s, c->catch_next);
 		int err = rc_conn_post(c, f, flit_ld32(f + 8), s->mr[c->dev]->lkey, c->catch_next + 1, false,
-				    s->sig_every);
+				       s->sig_every);
 		if (err) {
 			flit_info("rdma: receiver %s: post failed: %s", c->peer, strerror(-err));
 			c->dead = true;
@@ -384,7 +360,7 @@ void rc_conn_catchup(struct rsess *s, struct sconn *c)
 	if (c->catch_next == s->nframes && !s->claim) {
 		c->catching = false;
 		s->ncatching--;
-		flit_debug("rdma: %s: receiver %s caught up (%u pages)", s->label, c->peer, c->npg);
+		flit_debug("rdma: %s: receiver %s caught up (%u pages)", s->label, c->peer, c->pages);
 	}
 }
 
@@ -432,7 +408,14 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 	c->first_frame = from;
 	c->catch_next = from;
 	c->limit = c->depth - 1;
-	int err = conn_names(s, c, next, nums);
+	c->name_seq = next;
+	c->name_next = 0;
+	c->name_end = s->ntopics;
+	int err = conn_pages_init(s, c);
+	/* the first page now, with each topic's number where it starts (if
+	 * nothing is between); the rest as its credits come back */
+	if (!err && conn_page(s, c, nums) < 0)
+		err = -EIO;
 	if (!err && s->nconns == s->capconns) {
 		unsigned cap = s->capconns ? s->capconns * 2 : 4;
 		struct sconn **v = realloc(s->conns, cap * sizeof(*v));
@@ -455,11 +438,10 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 	c->catching = true;
 	s->ncatching++;
 	rc_conn_catchup(s, c);
-	unsigned npg = c->npg;
 	src_unlock(s);
 	flit_info("rdma: %s: receiver %s joined (%s, %u buffers of %u bytes, inline <= %u; %u topic%s "
-		  "named in %u INFO)", s->label, c->peer, c->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send",
-		  c->depth, c->bufsz, c->inl, s->live, s->live == 1 ? "" : "s", npg);
+		  "named in INFO pages)", s->label, c->peer, c->mode == FLIT_RDMA_WIRE_WRITE ? "write" : "send",
+		  c->depth, c->bufsz, c->inl, s->live, s->live == 1 ? "" : "s");
 	if (s->ncatching)
 		rc_wake(tp); /* the connection thread moves it on while no send does */
 }

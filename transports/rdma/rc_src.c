@@ -93,7 +93,7 @@ void rc_src_progress(struct rsess *s)
 		conn_credits(c);
 		if (FLIT_UNLIKELY(c->catching) && !c->dead)
 			rc_conn_catchup(s, c);
-		if (FLIT_UNLIKELY(c->names) && !c->catching && c->wr_done >= c->names_wr)
+		if (FLIT_UNLIKELY(c->pgbuf) && !c->catching && c->wr_done >= c->names_wr)
 			rc_conn_names_free(c); /* the pages are out: memory and registration go */
 		if (FLIT_UNLIKELY(c->dead)) {
 			/* the connection thread frees it after the disconnect */
