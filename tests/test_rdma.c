@@ -865,6 +865,68 @@ static int case_flush_waits_for_claim(void)
 	return 0;
 }
 
+/* flit_ctx_poll() with a limit takes the connections in turn: a busy one
+ * does not keep another's frames waiting until it is drained. */
+struct fair { struct rx *r; uint64_t *busy_before; uint64_t *busy; };
+
+static void on_fair(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct fair *f = arg;
+	on_msg(sub, m, f->r);
+	if (m->kind == FLIT_MSG_DATA && f->busy_before && f->r->got == 1)
+		*f->busy_before = *f->busy;
+}
+
+static int case_poll_fair(void)
+{
+	unsigned pa = new_port(), pb = new_port();
+	struct rx ra = { .size = 24 }, rb = { .size = 24 };
+	uint64_t busy_before = UINT64_MAX;
+	struct fair fa = { .r = &ra }, fb = { .r = &rb, .busy_before = &busy_before, .busy = &ra.got };
+	flit_ctx *ca = ctx_new(pa, NULL), *cb = ctx_new(pb, NULL), *rc = ctx_new(0, NULL);
+	flit_pub *a = pub_new(ca, "t.busy", "batch = true\n"), *b = pub_new(cb, "t.quiet", NULL);
+	char cfg[128];
+	snprintf(cfg, sizeof(cfg), "rdma.static = %s:%u\n", addr, pb);
+	FLIT_OPTS(flit_sub_opts, ob, .on_msg = on_fair, .arg = &fb, .config = cfg);
+	flit_sub *sb = flit_sub_new(rc, "t.quiet", &ob);
+	CHECK(sb && poll_until(rc, &rb.bos, 1, 30000), "BOS of the quiet one");
+	char cfg2[128];
+	snprintf(cfg2, sizeof(cfg2), "rdma.static = %s:%u\n", addr, pa);
+	FLIT_OPTS(flit_sub_opts, oa, .on_msg = on_fair, .arg = &fa, .config = cfg2);
+	flit_sub *sa = flit_sub_new(rc, "t.busy", &oa);
+	CHECK(sa && poll_until(rc, &ra.bos, 1, 30000), "BOS of the busy one"); /* its connection: the list's head */
+	CHECK(wait_receivers(a, rc, 1, 30000) && wait_receivers(b, rc, 1, 30000), "connected");
+	/* both send while the receiver does not poll: the frames wait in its buffers */
+	for (uint64_t i = 0; i < 5000; i++)
+		CHECK(send_one(a, NULL, i, 24, 10000, NULL), "busy %llu", (unsigned long long)i);
+	CHECK(flush_all(a, 10000), "flush");
+	for (uint64_t i = 0; i < 5; i++)
+		CHECK(send_one(b, NULL, i, 24, 10000, NULL), "quiet %llu", (unsigned long long)i);
+	usleep(1000000);
+	for (uint64_t end = tl_now_ms() + 30000; (ra.got < 5000 || rb.got < 5) && tl_now_ms() < end;)
+		flit_ctx_poll(rc, 4);
+	CHECK(ra.got == 5000 && rb.got == 5 && !ra.bad && !rb.bad, "got %llu and %llu", (unsigned long long)ra.got,
+	      (unsigned long long)rb.got);
+	printf("# the quiet connection's first message after %llu of the busy one's 5000\n",
+	       (unsigned long long)busy_before);
+	CHECK(busy_before < 2500, /* taken in turn: a frame or a few of the busy one's (the last may still be on their way), not all of it */ "the quiet connection's first message came after %llu of the busy one's",
+	      (unsigned long long)busy_before);
+	flit_sub_close(sa);
+	flit_sub_close(sb);
+	flit_pub_close(a);
+	flit_pub_close(b);
+	flit_ctx_close(rc);
+	flit_ctx_close(ca);
+	flit_ctx_close(cb);
+	return 0;
+}
+
+static void a_limited_poll_takes_connections_in_turn(void **state)
+{
+	(void)state;
+	isolated(case_poll_fair, 90000);
+}
+
 static void a_flush_waits_for_another_threads_claim_then_sends(void **state)
 {
 	(void)state;
@@ -1056,6 +1118,7 @@ int main(void)
 		cmocka_unit_test(late_join_replays_kept_frames_then_live),
 		cmocka_unit_test(late_join_with_a_frame_open_replays_only_what_the_slots_hold),
 		cmocka_unit_test(a_flush_waits_for_another_threads_claim_then_sends),
+		cmocka_unit_test(a_limited_poll_takes_connections_in_turn),
 		cmocka_unit_test(rc_pubsub_100k_messages_in_order_between_processes),
 		cmocka_unit_test(two_subscribers_on_one_source_get_every_message),
 		cmocka_unit_test(dead_subscriber_is_dropped_others_continue_new_one_connects),

@@ -344,6 +344,7 @@ struct flit_tp {
 	struct rtarget **thash;     /* targets by topic and listener */
 	unsigned thcap, ntargets;
 	struct rconn *rconns;
+	struct rconn *rr;           /* where the next poll starts (NULL: the head) */
 	uint64_t next_house, now;   /* now: the last housekeeping's clock */
 	uint64_t next_check;        /* targets on connections that do not name them */
 	unsigned idle, nup;         /* nup: connections up */

@@ -26,6 +26,8 @@ static void rconn_free(struct flit_tp *tp, struct rconn *c)
 			*pp = c->next;
 			break;
 		}
+	if (tp->rr == c)
+		tp->rr = c->next;
 	for (struct rtarget *t = tp->targets; t; t = t->next)
 		if (t->c == c)
 			t->c = NULL;
@@ -1019,9 +1021,22 @@ int rdma_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	if (FLIT_UNLIKELY(tp->dirty))
 		rebind(tp);
 	tp->in_poll = true;
-	for (struct rconn *c = tp->rconns; c && total < limit; c = c->next)
-		if (FLIT_LIKELY(c->state == RC_UP && !c->merged))
+	/* from where the last poll's limit stopped (a busy connection must
+	 * not keep the others' frames and credit returns waiting) */
+	struct rconn *start = tp->rr ? tp->rr : tp->rconns;
+	tp->rr = NULL;
+	for (struct rconn *c = start; c && total < limit;) {
+		if (FLIT_LIKELY(c->state == RC_UP && !c->merged)) {
 			total += rconn_poll(tp, c, limit - total, fn, arg);
+			if (total >= limit) {
+				tp->rr = c->next;
+				break;
+			}
+		}
+		c = c->next ? c->next : tp->rconns;
+		if (c == start)
+			break;
+	}
 	/* timers: a clock read every IDLE_POLLS polls */
 	if (FLIT_UNLIKELY(++tp->idle >= (tp->nup ? IDLE_POLLS : IDLE_POLLS_CONNECTING))) {
 		tp->idle = 0;
