@@ -186,16 +186,26 @@ static bool send_one(flit_pub *p, flit_ctx *ctx, uint64_t seq, size_t size, unsi
 	}
 }
 
-static bool flush_all(flit_pub *p, unsigned ms)
+/* Flush until it went, polling ctx meanwhile (a receiver in this process,
+ * whose credits the flush may wait for; NULL: none). */
+static bool flush_poll(flit_pub *p, flit_ctx *ctx, unsigned ms)
 {
 	for (uint64_t end = tl_now_ms() + ms; tl_now_ms() < end;) {
 		int rc = flit_pub_flush(p);
 		CHECK(rc >= 0, "flush");
 		if (rc == FLIT_OK)
 			return true;
-		sched_yield();
+		if (ctx)
+			flit_ctx_poll(ctx, 0);
+		else
+			sched_yield();
 	}
 	return false;
+}
+
+static bool flush_all(flit_pub *p, unsigned ms)
+{
+	return flush_poll(p, NULL, ms);
 }
 
 /* ---- processes ---------------------------------------------------------------- */

@@ -346,7 +346,7 @@ static int case_session_topics(const char *pcfg, uint64_t rounds)
 		if (round == added_at)
 			p[ST_N] = pub_new(pc, "md.new", pcfg);
 		if (round == closed_at) {
-			CHECK(flush_all(p[closed], 30000), "flush before the close");
+			CHECK(flush_poll(p[closed], rc, 30000), "flush before the close");
 			flit_pub_close(p[closed]);
 			p[closed] = NULL;
 		}
@@ -355,7 +355,7 @@ static int case_session_topics(const char *pcfg, uint64_t rounds)
 				CHECK(send_one(p[i], rc, i == ST_N ? round - added_at : round, 24, 30000, NULL),
 				      "round %llu, topic %u stuck", (unsigned long long)round, i);
 	}
-	CHECK(flush_all(p[0], 30000), "flush");
+	CHECK(flush_poll(p[0], rc, 30000), "flush");
 	const uint64_t expect[5] = { rounds, closed_at, rounds, rounds, rounds - added_at };
 	for (unsigned k = 0; k < nw; k++)
 		CHECK(poll_until(rc, &r[k].got, expect[k], 30000), "%s: %llu of %llu (%s)", want[k],
@@ -436,7 +436,7 @@ static int case_session_join_running(void)
 			CHECK(send_one(p[i], rc, round, 24, 30000, NULL), "round %llu topic %u", (unsigned long long)round, i);
 		CHECK(send_one(own, rc, round, 24, 30000, NULL), "own, round %llu", (unsigned long long)round);
 	}
-	CHECK(flush_all(p[0], 30000), "flush");
+	CHECK(flush_poll(p[0], rc, 30000), "flush");
 	CHECK(poll_until(rc, &r.got, 5, 30000) && poll_until(rc, &ro.got, 5, 30000), "got %llu and %llu of 5",
 	      (unsigned long long)r.got, (unsigned long long)ro.got);
 	for (unsigned i = 0; i < n; i++)
@@ -796,7 +796,7 @@ static int case_late_join_open_frame(void)
 	CHECK(wait_receivers(p, rc, 1, 30000), "connected");
 	for (; i < 110; i++)
 		CHECK(send_one(p, rc, i, 24, 10000, NULL), "live message %llu", (unsigned long long)i);
-	CHECK(flush_all(p, 10000), "flush");
+	CHECK(flush_poll(p, rc, 10000), "flush");
 	CHECK(poll_until(rc, &r.next, 110, 30000), "up to 110: next %llu (%s)", (unsigned long long)r.next, r.why);
 	CHECK(!r.bad && r.late > 0 && r.first + r.got == 110, "first %llu, %llu got, %llu late, bad %llu (%s)",
 	      (unsigned long long)r.first, (unsigned long long)r.got, (unsigned long long)r.late,
