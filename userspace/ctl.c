@@ -37,6 +37,15 @@
 #define INFO_RSVD16     42
 #define INFO_PID        44
 
+uint64_t flit_name_hash64(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
 uint32_t flit_domain_id(const char *domain)
 {
 	uint32_t h = 2166136261u;
@@ -67,8 +76,11 @@ static bool name_bytes_ok(const uint8_t *s, size_t len)
 
 static inline size_t name_wire_len(size_t len)
 {
-	return CTL_NAME_HDR + flit_align8(len);
+	return flit_ctl_name_len(len);
 }
+
+_Static_assert(CTL_BODY + CTL_INFO_FIXED == FLIT_CTL_INFO_HDR_LEN, "ctl.h: INFO before its names");
+_Static_assert(CTL_NAME_HDR == 8, "ctl.h: flit_ctl_name_len()");
 
 static inline bool mode_ok(unsigned mode)
 {

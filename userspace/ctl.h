@@ -109,6 +109,20 @@ struct flit_ctl_late {
 
 /* FNV-1a 32 of a domain name: the domain id carried by INFO/QUERY/JOIN. */
 uint32_t flit_domain_id(const char *domain);
+/* FNV-1a 64 of a name's bytes (offset basis 0xcbf29ce484222325, prime
+ * 0x100000001b3): the rdma connect request's topic hash, and the tables
+ * that look topics up by name. */
+uint64_t flit_name_hash64(const char *name);
+
+/* What INFO frames take, for a sender filling one to a size: the frame
+ * header and INFO's fixed part before the names, and one name entry of a
+ * `len`-byte name (with FLIT_INFOF_FINAL or NEXT, 8 bytes more a name;
+ * a QUERY's name entries are the same). */
+#define FLIT_CTL_INFO_HDR_LEN 48u
+static inline size_t flit_ctl_name_len(size_t len)
+{
+	return 8 + flit_align8(len);
+}
 
 /* Validate a whole control frame (type 2..8) in buf[0..buflen): header
  * (magic, version, known type, flags known for the type, len aligned and

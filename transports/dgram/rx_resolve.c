@@ -59,7 +59,7 @@ static int query_add(void *arg, const char *topic, bool pattern,
 		q->patterns = true;
 	else
 		q->unresolved_exact = true;
-	size_t entry = 8 + flit_align8(strlen(topic));
+	size_t entry = flit_ctl_name_len(strlen(topic));
 	if (!q->bytes)
 		q->bytes = FLIT_FRAME_HDR_LEN + 8;
 	if (q->bytes + entry > QUERY_DGRAM_MAX)

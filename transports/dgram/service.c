@@ -61,13 +61,13 @@ static void page_init(struct page *p, const struct usess *s, size_t cap)
 {
 	p->n = 0;
 	p->used = 0;
-	p->room = (cap < s->max_dgram ? cap : s->max_dgram) - 48;
+	p->room = (cap < s->max_dgram ? cap : s->max_dgram) - FLIT_CTL_INFO_HDR_LEN;
 }
 
 /* Add topic u; false (nothing added) when the page is full. */
 static bool page_add(struct page *p, const struct utopic *u)
 {
-	size_t len = strlen(u->topic), w = 8 + flit_align8(len);
+	size_t len = strlen(u->topic), w = flit_ctl_name_len(len);
 
 	/* the name and, with FLIT_INFOF_NEXT or FINAL, its number (8 bytes) */
 	if (p->n == PAGE_NAMES || p->used + w + 8 > p->room)
@@ -546,13 +546,13 @@ static size_t fad_page(const struct flit_tp *tp, const struct fad *a, uint8_t *b
 {
 	struct flit_ctl_name t[PAGE_NAMES];
 	unsigned n = 0, i = *from;
-	size_t used = 48;
+	size_t used = FLIT_CTL_INFO_HDR_LEN;
 
 	for (; i < a->ntopics && n < PAGE_NAMES; i++) {
 		const char *name = a->topics[i];
 		if (q && !query_wants(q, qh, name))
 			continue;
-		size_t len = strlen(name), w = 8 + flit_align8(len);
+		size_t len = strlen(name), w = flit_ctl_name_len(len);
 		if (used + w > cap)
 			break;
 		used += w;
@@ -658,10 +658,7 @@ static uint64_t fads_service(struct flit_tp *tp, uint64_t now)
 
 static uint64_t fad_hash(const char *topic)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (const unsigned char *p = (const unsigned char *)topic; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	return h | 2;
+	return flit_name_hash64(topic) | 2; /* 0 and 1 mark free and removed entries */
 }
 
 /* The index entry of topic (h its hash), or of position pos (topic NULL). */

@@ -226,21 +226,21 @@ static void sess_info(const struct rsess *s, struct flit_ctl_info *in)
  * it took go to *took (it stops where the next would not fit in cap).
  * Returns the frame's length, 0 when none of them is live. */
 size_t rc_info_encode(const struct rsess *s, uint8_t *buf, size_t cap, uint64_t seq,
-			       const uint32_t *idx, unsigned n, bool nums, bool ended,
-			       const struct rtopic *gone, unsigned *took)
+		      const uint32_t *idx, unsigned n, bool nums, bool ended,
+		      const struct rtopic *gone, unsigned *took)
 {
 	struct flit_ctl_name t[64];
 	uint64_t num[64];
 	struct flit_ctl_info in;
 	unsigned k = 0, i = 0;
-	size_t used = 48; /* header and INFO's fixed part */
+	size_t used = FLIT_CTL_INFO_HDR_LEN;
 
 	sess_info(s, &in);
 	for (; i < n && k < 64; i++) {
 		const struct rtopic *u = gone ? gone : s->topics[idx[i]];
 		if (!u)
 			continue;
-		size_t len = strlen(u->topic), w = 8 + flit_align8(len) + 8;
+		size_t len = strlen(u->topic), w = flit_ctl_name_len(len) + 8; /* and its number */
 		if (used + w > cap)
 			break;
 		used += w;
@@ -295,7 +295,7 @@ int rc_src_pending(struct rsess *s)
 		} else {
 			/* no frame is open: each topic's number is its next at next_seq */
 			l = rc_info_encode(s, f, s->frame_max, s->next_seq, s->ann + s->ann_head,
-					     s->nann - s->ann_head, true, false, NULL, &took);
+					   s->nann - s->ann_head, true, false, NULL, &took);
 			if (!took)
 				took = 1; /* cannot happen: frame_max holds the INFO of any topic (open) */
 			s->ann_head += took;
@@ -676,7 +676,7 @@ int rdma_src_open(struct flit_tp *tp, const char *topic,
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	t->hash = flit_rdma_topic_hash(topic);
 	uint32_t frame_max = cfg->rdma_frame_max & ~7u;
-	size_t info = 48 + 8 + flit_align8(strlen(topic)) + 8;
+	size_t info = FLIT_CTL_INFO_HDR_LEN + flit_ctl_name_len(strlen(topic)) + 8;
 	if (info > frame_max) {
 		free(t);
 		return flit_err(EINVAL, "rdma: %s: source.rdma.frame_max %u is too small for the INFO that "

@@ -7,17 +7,14 @@
 #include <string.h>
 
 #include "core.h"
+#include "ctl.h"
 #include "rdma/rdma.h"
 
 /* ---- wire: connection private data ------------------------------------------ */
 
 uint64_t flit_rdma_topic_hash(const char *topic)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (const unsigned char *p = (const unsigned char *)topic; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	return h;
+	return flit_name_hash64(topic);
 }
 
 static void wire_hdr(uint8_t *p, uint8_t byte3)

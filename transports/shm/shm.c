@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "shm/shm.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -69,11 +70,8 @@ void shm_topic_to_name(const char *topic, char *out, size_t cap)
 	}
 	snprintf(out + o, cap - o, ".ring");
 	return;
-hashed:;
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (const unsigned char *p = (const unsigned char *)topic; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	snprintf(out, cap, "#%016llx.ring", (unsigned long long)h);
+hashed:
+	snprintf(out, cap, "#%016llx.ring", (unsigned long long)flit_name_hash64(topic));
 }
 
 /* File name -> topic; false for hashed names (read the header instead). */
