@@ -71,6 +71,20 @@ static void reject(struct rdma_cm_id *id, unsigned reason, uint32_t value)
 	rdma_reject(id, pd, sizeof(pd));
 }
 
+/* The oldest frame a connection of `depth` credits can be given from the
+ * slots: one the slots still hold (the open frame is being built in the
+ * slot of frame nframes - nslots) and its credits take (less INFO and the
+ * END kept back).  Lock held. */
+static uint64_t replay_lo(const struct rsess *s, uint32_t depth)
+{
+	uint64_t keep = s->nslots - (s->frame ? 1 : 0);
+	uint64_t lo = s->nframes > keep ? s->nframes - keep : 0;
+
+	if (s->nframes - lo > depth - 2)
+		lo = s->nframes - (depth - 2);
+	return lo;
+}
+
 /* What a new connection gets before the live stream (lock held): a
  * receiver older than the source, everything from the session's first
  * message that its slots still hold; one asking for late join, the last
@@ -83,17 +97,12 @@ static void replay_plan(struct rsess *s, struct sconn *c, const struct flit_rdma
 	uint64_t age_ms = (mono() - s->created) / 1000000u;
 	bool first = s->late_join && rq->sub_age_ms > age_ms;
 	bool late = s->late_join && (rq->flags & FLIT_RDMA_REQF_LATE);
-	/* an open frame is being built in the slot of frame nframes - nslots */
-	uint64_t keep = s->nslots - (s->frame ? 1 : 0);
-	uint64_t lo = s->nframes > keep ? s->nframes - keep : 0;
-	uint64_t room = rq->depth - 2;
+	uint64_t lo = replay_lo(s, rq->depth);
 
 	c->replay = false;
 	c->late = 0;
 	if (!first && !late)
 		return;
-	if (s->nframes - lo > room)
-		lo = s->nframes - room;
 	uint64_t want = first ? 0 : next > s->late_join ? next - s->late_join : 0;
 	uint64_t f = s->nframes;
 	/* the first frame holding a message at or after `want` (INFO frames
@@ -398,10 +407,7 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 		nums = false;
 		/* frames sent since the plan are replayed too; what the slots or
 		 * the receiver's credits cannot hold any more is a gap (loss) */
-		uint64_t keep = s->nslots - (s->frame ? 1 : 0);
-		uint64_t lo = s->nframes > keep ? s->nframes - keep : 0;
-		if (s->nframes - lo > c->depth - 2)
-			lo = s->nframes - (c->depth - 2);
+		uint64_t lo = replay_lo(s, c->depth);
 		if (from < lo)
 			from = lo;
 	}
@@ -448,8 +454,8 @@ static void on_established(struct flit_tp *tp, struct sconn *c)
 
 /* Move the connections that catch up on, and tell the receivers of
  * topics added and ended, for sessions that send nothing (the connection
- * thread, every millisecond while there is any).  tp->lock
- * held.  Returns whether one still catches up. */
+ * thread, every millisecond while there is any).  tp->lock held.
+ * Returns whether any of that is still to do. */
 static bool sess_catchup_all(struct flit_tp *tp)
 {
 	bool more = false;
