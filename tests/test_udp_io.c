@@ -41,10 +41,12 @@ struct backend {
 	enum flit_udp_backend b;
 	const char *name;
 	bool single;    /* io_uring: one RECVMSG per datagram (the fallback) */
+	bool ring_send; /* io_uring: SEND requests through the ring */
 };
-static struct backend B_SOCKETS = { FLIT_UDP_SOCKETS, "sockets", false };
-static struct backend B_URING = { FLIT_UDP_URING, "io_uring", false };
-static struct backend B_URING1 = { FLIT_UDP_URING, "io_uring, one recvmsg per datagram", true };
+static struct backend B_SOCKETS = { FLIT_UDP_SOCKETS, "sockets", false, false };
+static struct backend B_URING = { FLIT_UDP_URING, "io_uring", false, false };
+static struct backend B_URING1 = { FLIT_UDP_URING, "io_uring, one recvmsg per datagram", true, false };
+static struct backend B_URINGR = { FLIT_UDP_URING, "io_uring, sends through the ring", false, true };
 
 #define MAXD 256
 
@@ -95,6 +97,7 @@ static struct flit_udp_io_cfg cfg_of(void **state, unsigned batch, unsigned dgra
 	struct flit_udp_io_cfg c = {
 		.backend = be->b, .batch = batch, .dgram_max = dgram_max,
 		.uring_single_recv = be->single,
+		.uring_ring_send = be->ring_send,
 	};
 	return c;
 }
@@ -934,6 +937,46 @@ static void io_object_opened_on_one_thread_works_on_another(void **state)
 	pair_close(&p);
 }
 
+/* io_uring sending through the socket (the default) leaves the ring alone:
+ * a send neither enters it nor binds it to the sending thread, so the
+ * thread that receives first owns it even after another thread sent; with
+ * sends through the ring the first sender owns it (SINGLE_ISSUER). */
+static void uring_socket_sends_do_not_bind_the_ring_to_the_sender(void **state)
+{
+	const struct backend *be = *state;
+	struct flit_udp_io_cfg c = cfg_of(state, 8, 1472);
+	struct pair p;
+	pair_open(&p, &c, &c);
+	struct thr t = { .p = &p };
+	pthread_t th;
+
+	/* thread A sends on rx's io object first (to tx's address) */
+	struct pair back = { .rx = p.tx, .tx = p.rx, .rx_addr = p.tx_addr, .tx_addr = p.rx_addr };
+	t.p = &back;
+	uint64_t s0 = stats(p.rx).syscalls;
+	assert_int_equal(pthread_create(&th, NULL, thr_send, &t), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(t.r, 1);
+	/* a socket send is one system call (no ring enabled, none entered) */
+	if (!be->ring_send)
+		assert_int_equal(stats(p.rx).syscalls - s0, 1);
+	assert_int_equal(recv_one_seq(p.tx), 1);
+	/* then this thread receives on it */
+	uint8_t buf[IMP_LEN];
+	tl_fill(buf, sizeof(buf), 2);
+	struct flit_dgram d = { .buf = buf, .len = sizeof(buf), .addr = p.rx_addr };
+	assert_int_equal(flit_udp_io_send(p.tx, &d, 1), 1);
+	bool bound = be->b == FLIT_UDP_URING && be->ring_send &&
+		     strstr(flit_udp_io_describe(p.rx), "(defer_taskrun, single_issuer");
+	if (bound) {
+		struct flit_dgram x[4];
+		assert_int_equal(flit_udp_io_recv(p.rx, x, 4), -EEXIST);
+	} else {
+		assert_int_equal(recv_one_seq(p.rx), 2);
+	}
+	pair_close(&p);
+}
+
 /* ---- a burst beyond the receive buffers ------------------------------------------- */
 
 /* 1,000 datagrams wait in the socket before the receiver takes 3 at a
@@ -1027,6 +1070,10 @@ static void describe_names_the_backend(void **state)
 	else if (be->b == FLIT_UDP_URING)
 		assert_true(strstr(s, "multishot recvmsg into 64 provided buffers") ||
 			    strstr(s, "one recvmsg per datagram (no provided-buffer ring"));
+	/* how it sends */
+	if (be->b == FLIT_UDP_URING)
+		assert_non_null(strstr(s, be->ring_send ? ", sends: SEND through the ring"
+					      : ", sends: sendmmsg on the socket"));
 	assert_true(flit_udp_io_fd(io) >= 0);
 	flit_udp_io_close(io);
 	c.impair.loss_bp = 150;
@@ -1084,7 +1131,8 @@ static void uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused(
 #define EACH(f)                                                       \
 	{ #f " [sockets]", f, NULL, NULL, &B_SOCKETS },               \
 	{ #f " [io_uring]", f, NULL, NULL, &B_URING },                \
-	{ #f " [io_uring, one recvmsg each]", f, NULL, NULL, &B_URING1 }
+	{ #f " [io_uring, one recvmsg each]", f, NULL, NULL, &B_URING1 }, \
+	{ #f " [io_uring, sends through the ring]", f, NULL, NULL, &B_URINGR }
 
 int main(void)
 {
@@ -1108,6 +1156,7 @@ int main(void)
 		EACH(open_rejects_bad_config_and_closes_the_fd),
 		EACH(describe_names_the_backend),
 		EACH(io_object_opened_on_one_thread_works_on_another),
+		EACH(uring_socket_sends_do_not_bind_the_ring_to_the_sender),
 		cmocka_unit_test(uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused),
 	};
 	return cmocka_run_group_tests_name("udp_io", tests, NULL, NULL);

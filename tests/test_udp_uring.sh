@@ -2,6 +2,8 @@
 # The whole udp integration suite (tests/test_udp.c) again with every
 # context on the io_uring backend (cases that name a backend keep theirs):
 # "the io_uring backend passes the same tests as the socket backend".
+# Sends go as the default has them (sendmmsg on the socket);
+# test_sessions_uring runs its suite with sends through the ring.
 set -u
 bin="${BUILD:-build}/tests/test_udp"
 [ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }

@@ -44,6 +44,14 @@ struct flit_udp_io_cfg {
 				 * of a multishot RECVMSG into a provided-buffer
 				 * ring (the fallback on kernels before 6.0;
 				 * tests keep it exercised) */
+	bool uring_ring_send;  /* io_uring: datagrams go out as SEND requests
+				* through the ring (several per enter); else
+				* (the default) through sendmmsg on the socket,
+				* as the sockets backend sends: each datagram is
+				* handed to the kernel before send returns, and
+				* one system call costs less than a ring enter
+				* that issues the same send (README, udp:
+				* io_uring against sockets) */
 	struct flit_dgram_impair impair;
 };
 

@@ -25,11 +25,21 @@
  * `batch` RECVMSG requests, one per receive slot, posted as linked chains
  * (see flush_reposts()), and says so in the description.
  *
- * Send: each datagram is copied into one of `batch` send slots and a SEND
- * posted with its destination in the SQE (SENDMSG before 6.0); one enter per send call submits them all (several SQEs
- * per submit when a call sends several).  DEFER_TASKRUN issues them inline,
- * so the slots are free again when the enter returns.  A thread other than
- * the ring's sends straight through the socket.
+ * Send, by default (cfg.uring_ring_send off): straight through the socket
+ * with sendmmsg, as the sockets backend sends, from any thread, without
+ * binding the ring.  flit hands every datagram to the kernel before the
+ * send call returns, so a ring send is one enter per call as sendmmsg is
+ * one system call per call, and on 6.18 the enter that issues a SEND costs
+ * more than the sendmmsg (measured: README, "udp: io_uring against
+ * sockets": RTT/2 p50 0.25-0.35 us less, unbatched throughput 1.05-1.10x,
+ * batched 1.1x through the socket).
+ *
+ * Send through the ring (cfg.uring_ring_send): each datagram is copied
+ * into one of `batch` send slots and a SEND posted with its destination in
+ * the SQE (SENDMSG before 6.0); one enter per send call submits them all
+ * (several SQEs per submit when a call sends several).  DEFER_TASKRUN
+ * issues them inline, so the slots are free again when the enter returns.
+ * A thread other than the ring's sends straight through the socket.
  *
  * NAPI busy polling (IORING_REGISTER_NAPI) is not registered: io_uring
  * runs it only while a task waits in io_uring_enter for completions, and
@@ -86,7 +96,8 @@ struct uring {
 	bool fixed;             /* the socket is registered file 0 */
 	pthread_t owner;
 
-	unsigned nslots, tx_stride;
+	bool ring_send;         /* sends as SEND requests (else sendmmsg) */
+	unsigned nslots, tx_stride;     /* send slots: 0 unless ring_send */
 	uint8_t *txbuf;
 	struct tx_slot *tx;
 	uint16_t *tx_free;
@@ -556,6 +567,10 @@ int uio_uring_send(struct flit_udp_io *io, const struct flit_dgram *d, unsigned 
 	struct uring *u = io->u;
 	unsigned taken = 0, queued = 0;
 
+	/* the default: through the socket, the ring untouched (not bound to
+	 * this thread either) */
+	if (!u->ring_send)
+		return uio_sock_send(io, d, n);
 	int rc = check_thread(io);
 	if (FLIT_UNLIKELY(rc < 0))
 		return rc;
@@ -711,17 +726,22 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 		return flit_err(ENOMEM, "udp io: io_uring state");
 	io->u = u;
 
-	u->nslots = io->batch;
+	u->ring_send = cfg->uring_ring_send;
+	u->nslots = u->ring_send ? io->batch : 0;
 	u->tx_stride = (io->dgram_max + 63u) & ~63u;
-	u->txbuf = aligned_alloc(64, (size_t)u->nslots * u->tx_stride);
-	u->tx = uio_zalloc(u->nslots * sizeof(*u->tx));
-	u->tx_free = uio_zalloc(u->nslots * sizeof(*u->tx_free));
+	if (u->nslots) {
+		u->txbuf = aligned_alloc(64, (size_t)u->nslots * u->tx_stride);
+		u->tx = uio_zalloc(u->nslots * sizeof(*u->tx));
+		u->tx_free = uio_zalloc(u->nslots * sizeof(*u->tx_free));
+		if (!u->txbuf || !u->tx || !u->tx_free)
+			return flit_err(ENOMEM, "udp io: io_uring send slots (%u of %u bytes)",
+					u->nslots, u->tx_stride);
+	}
 	u->done_cap = io->batch > NBUFS_MIN ? pow2_at_least(io->batch) : NBUFS_MIN;
 	u->done = uio_zalloc(u->done_cap * sizeof(*u->done));
 	u->repost = uio_zalloc(io->batch * sizeof(*u->repost));
-	if (!u->txbuf || !u->tx || !u->tx_free || !u->done || !u->repost)
-		return flit_err(ENOMEM, "udp io: io_uring buffers (%u slots of %u bytes)",
-				u->nslots, u->tx_stride);
+	if (!u->done || !u->repost)
+		return flit_err(ENOMEM, "udp io: io_uring receive state (%u completions)", u->done_cap);
 	for (unsigned s = 0; s < u->nslots; s++) {
 		struct tx_slot *t = &u->tx[s];
 		t->iov.iov_base = u->txbuf + (size_t)s * u->tx_stride;
@@ -766,8 +786,9 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 	r = io_uring_register_files(&u->ring, &io->fd, 1);
 	io->st.syscalls++;
 	u->fixed = r == 0;
-	l += snprintf(io->desc + l, sizeof(io->desc) - (size_t)l, "%s",
-		      u->fixed ? ", registered file" : ", file not registered");
+	l += snprintf(io->desc + l, sizeof(io->desc) - (size_t)l, "%s%s",
+		      u->fixed ? ", registered file" : ", file not registered",
+		      u->ring_send ? ", sends: SEND through the ring" : ", sends: sendmmsg on the socket");
 	if (!io->tx_only) {
 		int e = cfg->uring_single_recv ? -1 : mshot_setup(io);
 		u->mshot = e == 0;
