@@ -12,8 +12,9 @@
  *
  * Threads: an io object is used by one thread at a time.  With io_uring
  * under SINGLE_ISSUER the ring is bound to the first thread that calls
- * recv or send (it may be opened and closed elsewhere); from any other
- * thread recv fails with -EEXIST and send goes straight through sendmmsg.
+ * recv, or send when sends go through the ring (uring_ring_send; it may be
+ * opened and closed elsewhere); from any other thread recv fails with
+ * -EEXIST and send goes straight through sendmmsg.
  */
 #ifndef FLIT_UDP_IO_H
 #define FLIT_UDP_IO_H
