@@ -42,11 +42,14 @@ struct backend {
 	const char *name;
 	bool single;    /* io_uring: one RECVMSG per datagram (the fallback) */
 	bool ring_send; /* io_uring: SEND requests through the ring */
+	bool poll_recv; /* io_uring: readiness by a multishot poll, recvmmsg */
 };
-static struct backend B_SOCKETS = { FLIT_UDP_SOCKETS, "sockets", false, false };
-static struct backend B_URING = { FLIT_UDP_URING, "io_uring", false, false };
-static struct backend B_URING1 = { FLIT_UDP_URING, "io_uring, one recvmsg per datagram", true, false };
-static struct backend B_URINGR = { FLIT_UDP_URING, "io_uring, sends through the ring", false, true };
+static struct backend B_SOCKETS = { FLIT_UDP_SOCKETS, "sockets", false, false, false };
+static struct backend B_URING = { FLIT_UDP_URING, "io_uring", false, false, false };
+static struct backend B_URING1 = { FLIT_UDP_URING, "io_uring, one recvmsg per datagram", true, false, false };
+static struct backend B_URINGR = { FLIT_UDP_URING, "io_uring, sends through the ring", false, true, false };
+static struct backend B_URINGP = { FLIT_UDP_URING, "io_uring, readiness by a poll", false, false, true };
+static struct backend B_URINGPR = { FLIT_UDP_URING, "io_uring, readiness by a poll, ring sends", false, true, true };
 
 #define MAXD 256
 
@@ -98,6 +101,7 @@ static struct flit_udp_io_cfg cfg_of(void **state, unsigned batch, unsigned dgra
 		.backend = be->b, .batch = batch, .dgram_max = dgram_max,
 		.uring_single_recv = be->single,
 		.uring_ring_send = be->ring_send,
+		.uring_poll_recv = be->poll_recv,
 	};
 	return c;
 }
@@ -977,6 +981,76 @@ static void uring_socket_sends_do_not_bind_the_ring_to_the_sender(void **state)
 	pair_close(&p);
 }
 
+/* A datagram that arrives after a receive has used the socket's readiness
+ * (the poll's task work still waiting, so its arrival sets no new flag) is
+ * taken by the next call, which runs the task work and finds the socket
+ * readable; when nothing came, that call takes nothing, and from then on an
+ * empty receive makes no system call.  Every backend passes it; the
+ * readiness one is why it exists. */
+static void datagram_after_a_used_readiness_is_not_missed(void **state)
+{
+	struct flit_udp_io_cfg c = cfg_of(state, 8, 1472);
+	struct pair p;
+	pair_open(&p, &c, &c);
+	uint8_t buf[IMP_LEN];
+	struct flit_dgram x[8];
+
+	for (uint64_t seq = 1; seq <= 3; seq++) {
+		tl_fill(buf, sizeof(buf), seq);
+		struct flit_dgram d = { .buf = buf, .len = sizeof(buf), .addr = p.rx_addr };
+		assert_int_equal(flit_udp_io_send(p.tx, &d, 1), 1);
+		assert_int_equal(recv_one_seq(p.rx), seq);
+	}
+	/* two more, the second sent after the first was taken, before the
+	 * receiver looks again */
+	tl_fill(buf, sizeof(buf), 4);
+	struct flit_dgram d = { .buf = buf, .len = sizeof(buf), .addr = p.rx_addr };
+	assert_int_equal(flit_udp_io_send(p.tx, &d, 1), 1);
+	assert_int_equal(recv_one_seq(p.rx), 4);
+	tl_fill(buf, sizeof(buf), 5);
+	assert_int_equal(flit_udp_io_send(p.tx, &d, 1), 1);
+	usleep(20000);   /* it is in the socket */
+	int r = flit_udp_io_recv(p.rx, x, 8);
+	assert_int_equal(r, 1);
+	uint64_t seq = ~0ull;
+	assert_int_equal(tl_check(x[0].buf, x[0].len, &seq), 0);
+	assert_int_equal(seq, 5);
+	/* nothing more: at most the calls that settle the readiness enter */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(flit_udp_io_recv(p.rx, x, 8), 0);
+	uint64_t s0 = stats(p.rx).syscalls;
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(flit_udp_io_recv(p.rx, x, 8), 0);
+	if (strstr(flit_udp_io_describe(p.rx), "(defer_taskrun, single_issuer"))
+		assert_int_equal(stats(p.rx).syscalls - s0, 0);
+	pair_close(&p);
+}
+
+/* A datagram waiting while the receiving object sends is received: a send
+ * through the ring enters it, which runs the receive's task work (and, by
+ * readiness, clears the flag the arrival set); what that enter reaped must
+ * still bring the datagram in. */
+static void datagram_waiting_across_a_send_of_the_receiver_is_received(void **state)
+{
+	struct flit_udp_io_cfg c = cfg_of(state, 8, 1472);
+	struct pair p;
+	pair_open(&p, &c, &c);
+	uint8_t buf[IMP_LEN];
+	struct flit_dgram x[8];
+
+	assert_int_equal(flit_udp_io_recv(p.rx, x, 8), 0);  /* armed, empty */
+	tl_fill(buf, sizeof(buf), 1);
+	struct flit_dgram d = { .buf = buf, .len = sizeof(buf), .addr = p.rx_addr };
+	assert_int_equal(flit_udp_io_send(p.tx, &d, 1), 1);
+	usleep(20000);   /* in rx's socket */
+	tl_fill(buf, sizeof(buf), 2);
+	struct flit_dgram back = { .buf = buf, .len = sizeof(buf), .addr = p.tx_addr };
+	assert_int_equal(flit_udp_io_send(p.rx, &back, 1), 1);
+	assert_int_equal(recv_one_seq(p.rx), 1);
+	assert_int_equal(recv_one_seq(p.tx), 2);
+	pair_close(&p);
+}
+
 /* ---- a burst beyond the receive buffers ------------------------------------------- */
 
 /* 1,000 datagrams wait in the socket before the receiver takes 3 at a
@@ -1067,6 +1141,8 @@ static void describe_names_the_backend(void **state)
 	/* how io_uring receives: what was asked, or why not */
 	if (be->b == FLIT_UDP_URING && be->single)
 		assert_non_null(strstr(s, "one recvmsg per datagram (asked)"));
+	else if (be->b == FLIT_UDP_URING && be->poll_recv)
+		assert_non_null(strstr(s, ", readiness by a multishot poll, datagrams by recvmmsg"));
 	else if (be->b == FLIT_UDP_URING)
 		assert_true(strstr(s, "multishot recvmsg into 64 provided buffers") ||
 			    strstr(s, "one recvmsg per datagram (no provided-buffer ring"));
@@ -1132,7 +1208,9 @@ static void uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused(
 	{ #f " [sockets]", f, NULL, NULL, &B_SOCKETS },               \
 	{ #f " [io_uring]", f, NULL, NULL, &B_URING },                \
 	{ #f " [io_uring, one recvmsg each]", f, NULL, NULL, &B_URING1 }, \
-	{ #f " [io_uring, sends through the ring]", f, NULL, NULL, &B_URINGR }
+	{ #f " [io_uring, sends through the ring]", f, NULL, NULL, &B_URINGR }, \
+	{ #f " [io_uring, readiness by a poll]", f, NULL, NULL, &B_URINGP }, \
+	{ #f " [io_uring, readiness by a poll, ring sends]", f, NULL, NULL, &B_URINGPR }
 
 int main(void)
 {
@@ -1157,6 +1235,8 @@ int main(void)
 		EACH(describe_names_the_backend),
 		EACH(io_object_opened_on_one_thread_works_on_another),
 		EACH(uring_socket_sends_do_not_bind_the_ring_to_the_sender),
+		EACH(datagram_after_a_used_readiness_is_not_missed),
+		EACH(datagram_waiting_across_a_send_of_the_receiver_is_received),
 		cmocka_unit_test(uring_open_reports_eopnotsupp_with_a_trail_when_io_uring_is_refused),
 	};
 	return cmocka_run_group_tests_name("udp_io", tests, NULL, NULL);

@@ -94,6 +94,7 @@ static const char *const udp_mode_names[] = {
 };
 static const char *const udp_backend_names[] = { "sockets", "io_uring", NULL };
 static const char *const udp_uring_send_names[] = { "socket", "ring", NULL };
+static const char *const udp_uring_recv_names[] = { "recvmsg", "poll", NULL };
 static const char *const udp_ts_names[] = { "off", "software", "hardware", NULL };
 static const char *const udp_service_names[] = { "thread", "poll", NULL };
 
@@ -315,6 +316,9 @@ static const struct cfg_key keys[] = {
 	{ .name = "context.udp.uring_send", .scope = SCOPE_CONTEXT, .type = T_ENUM,
 	  .def = "socket", FIELD(flit_cfg_context, udp_uring_send),
 	  .names = udp_uring_send_names },
+	{ .name = "context.udp.uring_recv", .scope = SCOPE_CONTEXT, .type = T_ENUM,
+	  .def = "recvmsg", FIELD(flit_cfg_context, udp_uring_recv),
+	  .names = udp_uring_recv_names },
 	{ .name = "context.udp.rx_batch", .scope = SCOPE_CONTEXT, .type = T_U32,
 	  .def = "32", FIELD(flit_cfg_context, udp_rx_batch),
 	  .min = 1, .max = 256 },

@@ -71,6 +71,7 @@ struct flit_cfg_context {
 					   * answers to queries, bits/s (0: none) */
 	int udp_backend;               /* context.udp.backend = sockets (sockets|io_uring) */
 	int udp_uring_send;            /* context.udp.uring_send = socket (socket|ring) */
+	int udp_uring_recv;            /* context.udp.uring_recv = recvmsg (recvmsg|poll) */
 	uint32_t udp_rx_batch;         /* context.udp.rx_batch = 32: datagrams per receive call */
 	uint32_t udp_busy_poll_us;     /* context.udp.busy_poll_us = 0: SO_BUSY_POLL */
 	uint64_t udp_rcvbuf;           /* context.udp.rcvbuf = 4M */

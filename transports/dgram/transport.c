@@ -182,6 +182,7 @@ static int tp_open(struct flit_ctx *ctx, int path, struct flit_tp **out)
 		.dgram_max = RX_DGRAM_MAX,
 		.timestamps = cc->udp_timestamps != FLIT_UDP_TS_OFF,
 		.uring_ring_send = cc->udp_uring_send == 1,
+		.uring_poll_recv = cc->udp_uring_recv == 1,
 	};
 	if (cc->udp_impair[0] && (err = flit_dgram_impair_parse(cc->udp_impair, &tp->iocfg.impair)))
 		goto fail;

@@ -145,7 +145,7 @@ static int recv_failed(struct flit_udp_io *io, int e, const char *call)
 /* One datagram, no control data: recvfrom(), the kernel's cheapest receive
  * (~80 ns less per call than recvmmsg() of one here, and a spinning
  * latency-bound receiver makes one call per poll). */
-static int sock_recv1(struct flit_udp_io *io, struct flit_dgram *d)
+static int sock_recv1(struct flit_udp_io *io, struct flit_dgram *d, bool *dry)
 {
 	for (int tries = 0; tries < UIO_RECV_TRIES; tries++) {
 		socklen_t alen = sizeof(io->raddr[0]);
@@ -156,6 +156,7 @@ static int sock_recv1(struct flit_udp_io *io, struct flit_dgram *d)
 			int r = recv_failed(io, errno, "recvfrom");
 			if (r == 1)
 				continue;
+			*dry = r == 0;
 			return r;
 		}
 		if (FLIT_UNLIKELY((size_t)got > io->dgram_max)) {
@@ -168,13 +169,17 @@ static int sock_recv1(struct flit_udp_io *io, struct flit_dgram *d)
 	return 0;
 }
 
-static int sock_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
+int uio_sock_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n, bool *dry)
 {
 	unsigned want = min_u(n, io->batch);
 	int out = 0;
+	bool dry_ = false;
 
+	if (!dry)
+		dry = &dry_;
+	*dry = false;
 	if (want == 1 && !io->timestamps)
-		return sock_recv1(io, d);
+		return sock_recv1(io, d, dry);
 	for (int tries = 0; tries < UIO_RECV_TRIES; tries++) {
 		for (unsigned i = 0; i < want; i++)
 			uio_rx_reset_hdr(io, i);
@@ -184,8 +189,11 @@ static int sock_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 			int r = recv_failed(io, errno, "recvmmsg");
 			if (r == 1)
 				continue;
+			*dry = r == 0;
 			return r;
 		}
+		/* fewer than asked: the queue ran dry (MSG_DONTWAIT) */
+		*dry = (unsigned)got < want;
 		for (int i = 0; i < got; i++) {
 			const struct mmsghdr *m = &io->rmsg[i];
 			if (FLIT_UNLIKELY(m->msg_len > io->dgram_max ||
@@ -267,7 +275,7 @@ int uio_sock_send(struct flit_udp_io *io, const struct flit_dgram *d, unsigned n
 static int backend_recv(void *arg, struct flit_dgram *d, unsigned n)
 {
 	struct flit_udp_io *io = arg;
-	return io->backend == FLIT_UDP_URING ? uio_uring_recv(io, d, n) : sock_recv(io, d, n);
+	return io->backend == FLIT_UDP_URING ? uio_uring_recv(io, d, n) : uio_sock_recv(io, d, n, NULL);
 }
 
 /* ---- public ---------------------------------------------------------------- */

@@ -45,6 +45,12 @@ struct flit_udp_io_cfg {
 				 * of a multishot RECVMSG into a provided-buffer
 				 * ring (the fallback on kernels before 6.0;
 				 * tests keep it exercised) */
+	bool uring_poll_recv;  /* io_uring: a multishot POLL_ADD tells when the
+				* socket is readable (seen without a system
+				* call), and recvmmsg takes the datagrams; else
+				* (the default) a multishot RECVMSG fills
+				* provided buffers.  Lower latency, more system
+				* calls per burst (README) */
 	bool uring_ring_send;  /* io_uring: datagrams go out as SEND requests
 				* through the ring (several per enter); else
 				* (the default) through sendmmsg on the socket,

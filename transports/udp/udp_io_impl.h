@@ -71,8 +71,14 @@ void uio_rx_reset_hdr(struct flit_udp_io *io, unsigned i);
 /* Destination for a send: sin_family 0 means "the connected peer". */
 void uio_tx_set_name(struct msghdr *mh, const struct sockaddr_in *a);
 /* The sockets backend's send (the io_uring backend's way out from a
- * thread that may not enter its ring). */
+ * thread that may not enter its ring, and its default send). */
 int uio_sock_send(struct flit_udp_io *io, const struct flit_dgram *d, unsigned n);
+/* The sockets backend's receive: recvfrom/recvmmsg, MSG_DONTWAIT (the
+ * io_uring backend's once a multishot poll has told it the socket is
+ * readable, cfg.uring_poll_recv).  *dry (may be NULL): the socket was
+ * found empty (EAGAIN, or recvmmsg gave fewer than asked), so what comes
+ * next wakes its waiters. */
+int uio_sock_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n, bool *dry);
 
 /* ---- uring_io.c: the io_uring backend ---------------------------------------- */
 

@@ -21,6 +21,16 @@
  * recv for a while) the kernel ends the multishot with -ENOBUFS and the
  * datagrams wait in the socket; the next call re-arms it.
  *
+ * Receive by readiness (cfg.uring_poll_recv): one multishot POLL_ADD
+ * stays armed on the socket instead; an arrival queues its task work and
+ * sets IORING_SQ_TASKRUN, and the recv call that sees the flag takes the
+ * datagrams with recvmmsg at once, as the sockets backend does, leaving
+ * the task work for the next call's enter (which also says, by the
+ * poll's POLLIN, whether more came meanwhile).  The datagram is taken by
+ * the cheapest receive and the ring's work is off the critical path;
+ * when datagrams come one at a time that is two system calls a datagram
+ * where the multishot RECVMSG makes one (ready_recv()).
+ *
  * Without multishot (or with cfg.uring_single_recv) it falls back to
  * `batch` RECVMSG requests, one per receive slot, posted as linked chains
  * (see flush_reposts()), and says so in the description.
@@ -48,6 +58,7 @@
  */
 #include <errno.h>
 #include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +74,7 @@
  * is UD_SEND | j, the multishot RECVMSG is UD_MSHOT. */
 #define UD_SEND       0x10000ull
 #define UD_MSHOT      0x20000ull
+#define UD_POLL       0x40000ull
 /* the provided-buffer group of the multishot receive (one per ring) */
 #define BGID          0
 /* provided buffers: at least this many, a power of two */
@@ -126,6 +138,15 @@ struct uring {
 	/* one RECVMSG per datagram */
 	uint16_t *repost;       /* receive slots to post again */
 	unsigned nrepost;
+
+	/* readiness: a multishot POLL_ADD, datagrams by recvmmsg */
+	bool ready;             /* this way */
+	bool poll_armed;        /* the poll request is in the kernel */
+	bool poll_in;           /* the last enter reaped POLLIN */
+	bool recheck;           /* a readiness was used: enter before trusting
+				 * the flag again */
+	bool more;              /* the last receive did not find the socket
+				 * empty: receive again before anything else */
 };
 
 static inline void sqe_fd(const struct uring *u, struct io_uring_sqe *sqe)
@@ -397,6 +418,11 @@ static unsigned reap(struct flit_udp_io *io)
 		seen++;
 		if (ud == UD_MSHOT) {
 			rx += mshot_cqe(io, cqe);
+		} else if (ud == UD_POLL) {
+			if (!(cqe->flags & IORING_CQE_F_MORE))
+				u->poll_armed = false;  /* re-armed by the next recv */
+			if (cqe->res > 0 && (cqe->res & (POLLIN | POLLERR)))
+				u->poll_in = true;
 		} else if (ud & UD_SEND) {
 			unsigned s = (unsigned)(ud & (UD_SEND - 1));
 			int res = cqe->res;
@@ -492,6 +518,62 @@ static inline int check_thread(struct flit_udp_io *io)
 	return 0;
 }
 
+/* Readiness: the multishot poll on the socket (its completions are reaped
+ * by enter(): poll_in, poll_armed). */
+static bool poll_arm(struct flit_udp_io *io)
+{
+	struct uring *u = io->u;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	if (FLIT_UNLIKELY(!sqe))
+		return false;
+	io_uring_prep_poll_multishot(sqe, io->fd, POLLIN);
+	sqe_fd(u, sqe);
+	io_uring_sqe_set_data64(sqe, UD_POLL);
+	u->poll_armed = true;
+	return true;
+}
+
+/*
+ * A receive told by readiness.  A datagram's arrival wakes the armed poll,
+ * which queues its task work and sets IORING_SQ_TASKRUN: the flag is seen
+ * without a system call, and the datagrams are taken at once by recvmmsg,
+ * as the sockets backend takes them (the poll's task work, which only
+ * looks at the socket, waits).  The poll tells of arrivals, not of what
+ * waits: until a receive finds the socket empty (fewer than asked, or
+ * EAGAIN) the next call receives again.  Then the next call enters: the
+ * task work runs, the flag clears, the poll waits again, and what it saw
+ * (POLLIN: more came after that receive) says whether to receive.
+ * Nothing pending, the flag clear: no system call.
+ */
+static int ready_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
+{
+	struct uring *u = io->u;
+	bool dry;
+
+	if (u->more) {
+		/* what the last receive left */
+	} else if (u->recheck || !u->poll_armed) {
+		u->recheck = false;
+		if (!u->poll_armed && !poll_arm(io))
+			return flit_err(EOVERFLOW, "udp io: io_uring SQ full on fd %d", io->fd);
+		int r = enter(io);
+		if (r < 0)
+			return r;
+		if (!u->poll_in)
+			return 0;
+	} else if (FLIT_LIKELY(!u->poll_in && !(IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+						 (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)))) {
+		/* (poll_in: an enter of a send through the ring ran the task
+		 * work and cleared the flag) */
+		return 0;
+	}
+	u->poll_in = false;
+	u->recheck = true;
+	int r = uio_sock_recv(io, d, n, &dry);
+	u->more = !dry && r >= 0;
+	return r;
+}
+
 int uio_uring_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 {
 	struct uring *u = io->u;
@@ -502,6 +584,8 @@ int uio_uring_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 		return rc < 0 ? rc : flit_err(EEXIST, "udp io: io_uring object of fd %d received "
 					       "on from a thread other than the one that first "
 					       "used it (SINGLE_ISSUER)", io->fd);
+	if (u->ready)
+		return ready_recv(io, d, n);
 	for (int tries = 0; tries < UIO_RECV_TRIES; tries++) {
 		bool dropped = false;
 
@@ -789,7 +873,11 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 	l += snprintf(io->desc + l, sizeof(io->desc) - (size_t)l, "%s%s",
 		      u->fixed ? ", registered file" : ", file not registered",
 		      u->ring_send ? ", sends: SEND through the ring" : ", sends: sendmmsg on the socket");
-	if (!io->tx_only) {
+	u->ready = !io->tx_only && !cfg->uring_single_recv && cfg->uring_poll_recv;
+	if (u->ready) {
+		l += snprintf(io->desc + l, sizeof(io->desc) - (size_t)l,
+			      ", readiness by a multishot poll, datagrams by recvmmsg");
+	} else if (!io->tx_only) {
 		int e = cfg->uring_single_recv ? -1 : mshot_setup(io);
 		u->mshot = e == 0;
 		if (u->mshot)
@@ -804,7 +892,9 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 				      "needs 5.19)", strerror(e));
 	}
 	snprintf(io->desc + l, sizeof(io->desc) - (size_t)l, ")");
-	if (!io->tx_only) {
+	if (u->ready) {
+		u->recheck = true;   /* the first recv arms the poll and looks */
+	} else if (!io->tx_only) {
 		if (u->mshot) {
 			mshot_arm(io);
 		} else {
