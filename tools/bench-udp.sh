@@ -13,7 +13,8 @@
 #   then flit-pong -t udp, ping in host 1 on CPU 0, pong in host 2 on CPU 1,
 #   and right after it the same path's floor for that backend: a bare UDP
 #   ping-pong with the calls flit makes, without flit (flit-floor -l udp:
-#   recvfrom/sendto, or io_uring's multishot recvmsg and send).
+#   recvfrom/sendto, or io_uring's multishot recvmsg or poll, and sendto or
+#   a SEND through the ring, as the flit run's configuration has them).
 # Then, per size, sockperf throughput (one datagram per message: the kernel's
 # rate, the server's count of what it received) and flit-thru -t udp 1:1
 # (publisher host 1 CPU 0, receiver host 2 CPU 1), unbatched and batched,
@@ -21,7 +22,10 @@
 #
 # With --backend io_uring (or both) every flit run is made with each backend,
 # one right after the other, and the tables give io_uring's ratio to the
-# sockets backend of the same round.  --rounds N repeats everything N times,
+# sockets backend of the same round.  --backend all adds io_uring's
+# readiness receive (io_uring+poll: context.udp.uring_recv = poll); a list
+# ("sockets io_uring+poll io_uring+ring-send") names the paths to run, as
+# flit-floor -b names them (+ring-send: context.udp.uring_send = ring).  --rounds N repeats everything N times,
 # interleaved, each round after the cache-line floor between CPUs 0 and 1
 # (flit-floor: the machine's state, near or far cores), and ends with the
 # medians of the per-round ratios.
@@ -29,7 +33,7 @@
 # Every result is a JSON line in the results file (sockperf's too, in the
 # same shape: tool "sockperf"); the table is printed at the end.
 #
-#   tools/bench-udp.sh [--build DIR] [--backend sockets|io_uring|both]
+#   tools/bench-udp.sh [--build DIR] [--backend sockets|io_uring|both|all|"LIST"]
 #                      [--rounds N] [--sizes "32 64"]
 #                      [--count N] [--time S] [--thru-sizes "32 256"]
 #                      [--thru-duration S] [--sockperf-unicast] [--out FILE]
@@ -70,8 +74,18 @@ while [ $# -gt 0 ]; do
     --backend)
       case $2 in
         io_uring|both) BACKENDS="sockets io_uring" ;;
+        all) BACKENDS="sockets io_uring io_uring+poll" ;;
         sockets) BACKENDS="sockets" ;;
-        *) echo "bench-udp: bad --backend '$2': sockets, io_uring or both" >&2; usage >&2; exit 2 ;;
+        *) BACKENDS="sockets"
+           for b in ${2//,/ }; do
+             case $b in
+               sockets) ;;
+               io_uring|io_uring+poll|io_uring+ring-send|io_uring+poll+ring-send) BACKENDS="$BACKENDS $b" ;;
+               *) echo "bench-udp: bad --backend '$2': sockets, io_uring, both, all, or a list of" \
+                       "sockets, io_uring, io_uring+poll, io_uring+ring-send, io_uring+poll+ring-send" >&2
+                  usage >&2; exit 2 ;;
+             esac
+           done ;;
       esac
       shift 2 ;;
     --rounds)
@@ -203,6 +217,16 @@ flit() {
   fi
 }
 
+# the -C lines of a path's label (flit-floor -b names it the same)
+be_cfg() {
+  case $1 in
+    sockets) printf '%s\n' -C "context.udp.backend = sockets" ;;
+    *) printf '%s\n' -C "context.udp.backend = io_uring"
+       case $1 in *+poll*) printf '%s\n' -C "context.udp.uring_recv = poll" ;; esac
+       case $1 in *+ring-send*) printf '%s\n' -C "context.udp.uring_send = ring" ;; esac ;;
+  esac
+}
+
 for round in $(seq 1 "$ROUNDS"); do
 [ "$ROUNDS" -gt 1 ] && echo "  round $round of $ROUNDS"
 printf '  floor (flit-floor, one cache line between CPUs 0 and 1)\n'
@@ -212,8 +236,9 @@ for size in $SIZES; do
   sockperf_run "$size"
   for be in $BACKENDS; do
     printf ', flit-pong (%s), bare (%s)' "$be" "$be"
+    mapfile -t bec < <(be_cfg "$be")
     flit "pong-$size-$be" "$T/flit-pong" -t udp --netns "$H1" --peer-netns "$H2" \
-      -s "$size" -n "$COUNT" -c 0,1 -C "context.udp.backend = $be" "${FLIT_CFG[@]}"
+      -s "$size" -n "$COUNT" -c 0,1 "${bec[@]}" "${FLIT_CFG[@]}"
     flit "bare-$size-$be" "$T/flit-floor" -l udp -b "$be" --netns "$H1" --peer-netns "$H2" \
       --peer "$A2" -s "$size" -n "$COUNT" -c 0,1
   done
@@ -226,8 +251,9 @@ for size in $THRU_SIZES; do
     for be in $BACKENDS; do
       label=unbatched; [ -n "$batch" ] && label=batched
       printf '  flit-thru %s B, %s, %s\n' "$size" "$label" "$be"
+      mapfile -t bec < <(be_cfg "$be")
       flit "thru-$size-$be$batch" "$T/flit-thru" -t udp --netns "$H1" --peer-netns "$H2" \
-        -s "$size" -d "$THRU_DURATION" -c 0,1 -C "context.udp.backend = $be" "${FLIT_CFG[@]}" $batch
+        -s "$size" -d "$THRU_DURATION" -c 0,1 "${bec[@]}" "${FLIT_CFG[@]}" $batch
     done
   done
 done
@@ -259,16 +285,16 @@ def generic(mode):   # the mode without the backend (a column of its own)
 def floor_of(rd):
     f = floors.get(rd)
     return f"{f['p50_ns']:.0f}" if f else "-"
-ratios = {}          # (what, size) -> [io_uring / sockets, per round]
+ratios = {}          # (path, what, size) -> [path / sockets, per round]
 print("udp ping-pong latency across the testbed, RTT/2 in ns (sockperf: %s; flit: %s); "
       "bare: the same path without flit, the backend's calls alone (flit-floor -l udp); "
       "floor: RTT/2 p50 of one cache line between CPUs 0 and 1 (flit-floor)"
       % (next(iter(sp.values()))["mode"] if sp else "-", generic(pong[0]["mode"]) if pong else "-"))
 if pong and pong[0].get("config"):
     print("flit config: %s" % pong[0]["config"])
-hdr = (f"{'round':>5} {'size':>6} {'backend':>8} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
+hdr = (f"{'round':>5} {'size':>6} {'backend':>13} | {'sockperf p50':>12} {'p99':>9} {'p99.9':>9} | "
        f"{'flit p50':>9} {'p99':>9} {'p99.9':>9} | {'flit/sockperf p50':>17} | "
-       f"{'io_uring/sockets p50':>20} {'p99.9':>6} | {'bare p50':>8} {'p99.9':>7} {'io_uring/sockets':>16} | {'floor':>5}")
+       f"{'path/sockets p50':>20} {'p99.9':>6} | {'bare p50':>8} {'p99.9':>7} {'path/sockets':>16} | {'floor':>5}")
 print(hdr); print("-" * len(hdr))
 for x in pong:
     s = sp.get((x["round"], x["size"]))
@@ -276,29 +302,29 @@ for x in pong:
     ratio = f"{x['p50_ns'] / s['p50_ns']:16.2f}x" if s else f"{'-':>17}"
     so = next((y for y in pong if y["round"] == x["round"] and y["size"] == x["size"]
                and backend(y) == "sockets"), None)
-    if backend(x) == "io_uring" and so:
+    if backend(x) != "sockets" and so:
         ur = f"{x['p50_ns'] / so['p50_ns']:19.2f}x {x['p999_ns'] / so['p999_ns']:5.2f}x"
-        ratios.setdefault(("p50", x["size"]), []).append(x["p50_ns"] / so["p50_ns"])
-        ratios.setdefault(("p99.9", x["size"]), []).append(x["p999_ns"] / so["p999_ns"])
+        ratios.setdefault((backend(x), "p50", x["size"]), []).append(x["p50_ns"] / so["p50_ns"])
+        ratios.setdefault((backend(x), "p99.9", x["size"]), []).append(x["p999_ns"] / so["p999_ns"])
     else:
         ur = f"{'-':>20} {'-':>6}"
     b = bare.get((x["round"], x["size"], backend(x)))
     bs = bare.get((x["round"], x["size"], "sockets"))
-    if b and bs and backend(x) == "io_uring":
+    if b and bs and backend(x) != "sockets":
         bar = f"{b['p50_ns']:8.0f} {b['p999_ns']:7.0f} {b['p50_ns'] / bs['p50_ns']:15.2f}x"
-        ratios.setdefault(("bare p50", x["size"]), []).append(b["p50_ns"] / bs["p50_ns"])
+        ratios.setdefault((backend(x), "bare p50", x["size"]), []).append(b["p50_ns"] / bs["p50_ns"])
     elif b:
         bar = f"{b['p50_ns']:8.0f} {b['p999_ns']:7.0f} {'-':>16}"
     else:
         bar = f"{'-':>8} {'-':>7} {'-':>16}"
-    print(f"{x['round']:>5} {x['size']:>6} {backend(x):>8} | {sps} | {x['p50_ns']:9.0f} {x['p99_ns']:9.0f} "
+    print(f"{x['round']:>5} {x['size']:>6} {backend(x):>13} | {sps} | {x['p50_ns']:9.0f} {x['p99_ns']:9.0f} "
           f"{x['p999_ns']:9.0f} | {ratio} | {ur} | {bar} | {floor_of(x['round']):>5}")
 print()
 print("udp throughput 1:1 across the testbed, messages/s received (flit: closed loop, "
       "a window; sockperf: one datagram per message, what its server counted)")
-hdr = (f"{'round':>5} {'size':>6} {'backend':>8} {'batching':>9} | {'msgs/s':>10} {'MB/s':>7} | "
+hdr = (f"{'round':>5} {'size':>6} {'backend':>13} {'batching':>9} | {'msgs/s':>10} {'MB/s':>7} | "
        f"{'NAKs':>5} {'retx':>5} {'lost':>5} {'missing':>7} | {'sender msgs/s':>13} {'window waits':>12} | "
-       f"{'io_uring/sockets':>16} | {'floor':>5}")
+       f"{'path/sockets':>16} | {'floor':>5}")
 print(hdr); print("-" * len(hdr))
 done = set()
 for x in thru:
@@ -308,7 +334,7 @@ for x in thru:
     s = sptp.get(key)
     if s and key not in done:
         done.add(key)
-        print(f"{x['round']:>5} {s['size']:>6} {'sockperf':>8} {'-':>9} | {s['msgs_per_sec']:10.0f} {s['mb_per_sec']:7.1f} | "
+        print(f"{x['round']:>5} {s['size']:>6} {'sockperf':>13} {'-':>9} | {s['msgs_per_sec']:10.0f} {s['mb_per_sec']:7.1f} | "
               f"{'-':>5} {'-':>5} {s['sent'] - s['count']:5} {'-':>7} | "
               f"{s['sent'] / s['secs']:13.0f} {'-':>12} | {'-':>16} | {floor_of(x['round']):>5}")
     snd = next(y for y in thru if y["side"] == "sender" and y["mode"] == x["mode"]
@@ -317,21 +343,24 @@ for x in thru:
     so = next((y for y in thru if y["side"] == "receiver" and y["round"] == x["round"] and
                y["size"] == x["size"] and backend(y) == "sockets" and
                (",batched," in y["mode"]) == (b == "batched")), None)
-    if backend(x) == "io_uring" and so:
+    if backend(x) != "sockets" and so:
         ur = f"{x['msgs_per_sec'] / so['msgs_per_sec']:15.2f}x"
-        ratios.setdefault((b, x["size"]), []).append(x["msgs_per_sec"] / so["msgs_per_sec"])
+        ratios.setdefault((backend(x), b, x["size"]), []).append(x["msgs_per_sec"] / so["msgs_per_sec"])
     else:
         ur = f"{'-':>16}"
-    print(f"{x['round']:>5} {x['size']:>6} {backend(x):>8} {b:>9} | {x['msgs_per_sec']:10.0f} {x['mb_per_sec']:7.1f} | "
+    print(f"{x['round']:>5} {x['size']:>6} {backend(x):>13} {b:>9} | {x['msgs_per_sec']:10.0f} {x['mb_per_sec']:7.1f} | "
           f"{x['naks_sent']:5} {snd['retransmissions']:5} {x['msgs_lost']:5} {x['missing']:7} | "
           f"{snd['msgs_per_sec']:13.0f} {snd['window_waits']:12} | {ur} | {floor_of(x['round']):>5}")
 if ratios:
     print()
-    print(f"io_uring / sockets, median of {nrounds} round(s) (latency: lower is better; throughput: higher):")
-    for (what, size), v in ratios.items():
-        label = {"p50": "RTT/2 p50", "p99.9": "RTT/2 p99.9",
-                 "bare p50": "bare RTT/2 p50"}.get(what, f"msgs/s {what}")
-        print(f"  {size:>5} B {label:<18} {statistics.median(v):5.2f}x   (rounds: {' '.join(f'{q:.2f}' for q in v)})")
+    for path in dict.fromkeys(k[0] for k in ratios):
+        print(f"{path} / sockets, median of {nrounds} round(s) (latency: lower is better; throughput: higher):")
+        for (p, what, size), v in ratios.items():
+            if p != path:
+                continue
+            label = {"p50": "RTT/2 p50", "p99.9": "RTT/2 p99.9",
+                     "bare p50": "bare RTT/2 p50"}.get(what, f"msgs/s {what}")
+            print(f"  {size:>5} B {label:<18} {statistics.median(v):5.2f}x   (rounds: {' '.join(f'{q:.2f}' for q in v)})")
 print()
 print(f"load after: {rows[-1]['load']}  (another busy process on CPU 0 or 1 shows up in p99 and p99.9)")
 EOF

@@ -48,8 +48,11 @@ static const char usage[] =
 "  -s, --size N       ring: payload bytes per message (default 16; 0 to\n"
 "                     4096); udp: datagram bytes (default 32; 1 to 1472)\n"
 "  -b, --backend B    udp: sockets (recvfrom/sendto, default) or io_uring\n"
-"                     (multishot recvmsg into provided buffers, send; no\n"
-"                     system call while nothing is pending)\n"
+"                     (multishot recvmsg into provided buffers, sendto; no\n"
+"                     system call while nothing is pending), with +poll\n"
+"                     (readiness by a multishot poll, recvfrom) and/or\n"
+"                     +ring-send (SEND through the ring): flit's\n"
+"                     context.udp.uring_recv = poll, uring_send = ring\n"
 "      --peer ADDR    udp: the peer's IPv4 address (default 127.0.0.1)\n"
 "      --port P       udp: the peer's port (default 14700; this side P+1)\n"
 "      --netns NAME   udp: run in network namespace NAME (needs root)\n"
@@ -286,7 +289,7 @@ static int udp_main(struct udp_floor *uf, uint32_t size, const int cpus[2], doub
 		    uint64_t warmup, uint64_t count, bool json, bool hist,
 		    const struct tool_clock *clk, FILE *hdr)
 {
-	char cpustr[64], mode[96], clkdesc[128];
+	char cpustr[64], mode[160], clkdesc[128];
 	struct tool_stats st;
 	struct tool_result res;
 	uint64_t *samples = malloc(count * sizeof(*samples));
@@ -301,8 +304,11 @@ static int udp_main(struct udp_floor *uf, uint32_t size, const int cpus[2], doub
 	tool_cpus_str(cpus, 2, cpustr, sizeof(cpustr));
 	tool_header(hdr, "bare udp ping-pong (no library), %s, %u-byte datagrams to %s:%u%s%s, "
 		    "ping on CPU %d, pong on CPU %d, both spinning; RTT/2 in ns; clock %s",
-		    uf->uring ? "io_uring (defer_taskrun, single_issuer, multishot recvmsg, send)"
-			      : "sockets (recvfrom, sendto)",
+		    !uf->uring ? "sockets (recvfrom, sendto)"
+		    : uf->poll_recv && uf->ring_send ? "io_uring (defer_taskrun, single_issuer, multishot poll, recvfrom, send)"
+		    : uf->poll_recv ? "io_uring (defer_taskrun, single_issuer, multishot poll, recvfrom, sendto)"
+		    : uf->ring_send ? "io_uring (defer_taskrun, single_issuer, multishot recvmsg, send)"
+		    : "io_uring (defer_taskrun, single_issuer, multishot recvmsg, sendto)",
 		    size, uf->peer, (unsigned)uf->port, uf->peer_netns ? ", peer in netns " : "",
 		    uf->peer_netns ? uf->peer_netns : "", cpus[0], cpus[1],
 		    tool_clock_desc(clk, clkdesc, sizeof(clkdesc)));
@@ -315,8 +321,8 @@ static int udp_main(struct udp_floor *uf, uint32_t size, const int cpus[2], doub
 			  "or it waited %g s for a datagram)", timeout_s + 2);
 	if (rc)
 		tool_fail("ping: %s", strerror(-rc));
-	snprintf(mode, sizeof(mode), "udp,%s,spin,pinned=%s", uf->uring ? "io_uring" : "sockets",
-		 cpustr);
+	snprintf(mode, sizeof(mode), "udp,%s%s%s,spin,pinned=%s", uf->uring ? "io_uring" : "sockets",
+		 uf->poll_recv ? "+poll" : "", uf->ring_send ? "+ring-send" : "", cpustr);
 	tool_stats_compute(samples, count, clk->tsc.ns_per_tick / 2, &st);
 	tool_result_init(&res, "flit-floor");
 	res.label = "udp";
@@ -356,7 +362,7 @@ int main(int argc, char **argv)
 	bool udp_opt = false;
 	uint32_t size = 16;
 	int cpus[2], opt, rc, b_state;
-	char cpustr[64], mode[96], clkdesc[128];
+	char cpustr[64], mode[160], clkdesc[128];
 	struct tool_clock clk;
 	struct floor_run *r;
 	struct tool_stats st;
@@ -397,9 +403,9 @@ int main(int argc, char **argv)
 			size_set = true;
 			break;
 		case 'b':
-			if (strcmp(optarg, "sockets") && strcmp(optarg, "io_uring"))
-				tool_usage_exit("bad backend '%s': sockets or io_uring", optarg);
-			uf.uring = !strcmp(optarg, "io_uring");
+			if (tool_udp_path_parse(optarg, &uf.uring, &uf.poll_recv, &uf.ring_send))
+				tool_usage_exit("bad backend '%s': sockets or io_uring, io_uring+poll, "
+						"io_uring+ring-send, io_uring+poll+ring-send", optarg);
 			udp_opt = true;
 			break;
 		case 'P': uf.peer = optarg; udp_opt = true; break;

@@ -1143,17 +1143,17 @@ static const char *short_rate(double v, char *buf, size_t len)
 
 static void mode_str(const struct options *o, char *buf, size_t len)
 {
-	char cpustr[32], first[64];
+	char cpustr[32], first[128];
 
 	tool_cpus_str(o->com.cpus, o->com.ncpus, cpustr, sizeof(cpustr));
 	if (!strcmp(o->com.transport, "udp") || !strcmp(o->com.transport, "xdp")) {
-		char m[32], b[32];
+		char m[32], b[48];
 		const char *um = tool_config_get(&o->com.config, "source.udp.mode", m, sizeof(m));
-		const char *ub = tool_config_get(&o->com.config, "context.udp.backend", b, sizeof(b));
 
 		snprintf(first, sizeof(first), "%s,%s,%s", o->com.transport,
 			 um && *um ? um : "multicast",
-			 !strcmp(o->com.transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
+			 !strcmp(o->com.transport, "xdp") ? "af_xdp"
+				 : tool_udp_path_label(&o->com.config, b, sizeof(b)));
 	} else {
 		snprintf(first, sizeof(first), "%s", strcmp(o->com.transport, "shm") ?
 			 "default" : "paced");

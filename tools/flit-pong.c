@@ -1082,14 +1082,14 @@ static void run_ping(const struct options *o, const struct tool_clock *clk,
 
 	tool_cpus_str(o->com.cpus, o->com.ncpus, cpustr, sizeof(cpustr));
 	if (!strcmp(o->com.transport, "udp") || !strcmp(o->com.transport, "xdp")) {
-		char m[32], b[32];
+		char m[32], b[48];
 		const char *um = tool_config_get(&o->com.config, "source.udp.mode", m, sizeof(m));
-		const char *ub = tool_config_get(&o->com.config, "context.udp.backend", b, sizeof(b));
 
 		/* xdp: the data path is AF_XDP; its set-up is in "setup" */
 		snprintf(mode, sizeof(mode), "%s,%s,%s,unbatched,spin,pinned=%s", o->com.transport,
 			 um && *um ? um : "multicast",
-			 !strcmp(o->com.transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets", cpustr);
+			 !strcmp(o->com.transport, "xdp") ? "af_xdp"
+				 : tool_udp_path_label(&o->com.config, b, sizeof(b)), cpustr);
 	} else if (!strcmp(o->com.transport, "rdma")) {
 		char m[32];
 		const char *rm = tool_config_get(&o->com.config, "source.rdma.mode", m, sizeof(m));

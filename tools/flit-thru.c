@@ -744,7 +744,7 @@ static int report(const struct options *o, const struct tool_clock *clk,
 		  const char *topic, const struct tx_result *tx,
 		  const struct rx_report *reps)
 {
-	char cpustr[128], mode[256], clkdesc[128], ej[2048], et[256], first[64];
+	char cpustr[128], mode[256], clkdesc[128], ej[2048], et[256], first[128];
 	char cfgs[512];
 	double agg_mps = 0, agg_secs = 0;
 	uint64_t agg_msgs = 0, bad = 0, agg_naks = 0, agg_lost = 0, shortfall = 0;
@@ -755,12 +755,12 @@ static int report(const struct options *o, const struct tool_clock *clk,
 
 	tool_cpus_str(o->com.cpus, o->com.ncpus, cpustr, sizeof(cpustr));
 	if (!strcmp(o->com.transport, "udp") || !strcmp(o->com.transport, "xdp")) {
-		char m[32], b[32];
+		char m[32], b[48];
 		const char *um = tool_config_get(&o->com.config, "source.udp.mode", m, sizeof(m));
-		const char *ub = tool_config_get(&o->com.config, "context.udp.backend", b, sizeof(b));
 
 		snprintf(first, sizeof(first), "%s,%s,%s", o->com.transport, um && *um ? um : "multicast",
-			 !strcmp(o->com.transport, "xdp") ? "af_xdp" : ub && *ub ? ub : "sockets");
+			 !strcmp(o->com.transport, "xdp") ? "af_xdp"
+				 : tool_udp_path_label(&o->com.config, b, sizeof(b)));
 	} else if (!strcmp(o->com.transport, "rdma")) {
 		char m[32];
 		const char *rm = tool_config_get(&o->com.config, "source.rdma.mode", m, sizeof(m));

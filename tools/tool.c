@@ -530,6 +530,44 @@ const char *tool_config_get(const struct tool_config *c, const char *key,
 	return buf;
 }
 
+const char *tool_udp_path_label(const struct tool_config *c, char *buf, size_t len)
+{
+	char b[32], r[32], s[32];
+	const char *ub = tool_config_get(c, "context.udp.backend", b, sizeof(b));
+	const char *ur = tool_config_get(c, "context.udp.uring_recv", r, sizeof(r));
+	const char *us = tool_config_get(c, "context.udp.uring_send", s, sizeof(s));
+
+	if (!ub || strcasecmp(ub, "io_uring")) {
+		snprintf(buf, len, "sockets");
+		return buf;
+	}
+	snprintf(buf, len, "io_uring%s%s", ur && !strcasecmp(ur, "poll") ? "+poll" : "",
+		 us && !strcasecmp(us, "ring") ? "+ring-send" : "");
+	return buf;
+}
+
+int tool_udp_path_parse(const char *label, bool *uring, bool *poll_recv, bool *ring_send)
+{
+	*uring = *poll_recv = *ring_send = false;
+	if (!strcmp(label, "sockets"))
+		return 0;
+	if (strncmp(label, "io_uring", 8))
+		return -1;
+	*uring = true;
+	for (const char *p = label + 8; *p;) {
+		if (!strncmp(p, "+poll", 5) && !*poll_recv) {
+			*poll_recv = true;
+			p += 5;
+		} else if (!strncmp(p, "+ring-send", 10) && !*ring_send) {
+			*ring_send = true;
+			p += 10;
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 const char *tool_config_user(const struct tool_config *c, char *buf, size_t len)
 {
 	size_t off = 0;

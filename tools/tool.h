@@ -141,6 +141,13 @@ void tool_config_add_user(struct tool_config *c, const char *arg,
  * (A $FLIT_CONFIG file is not read here.) */
 const char *tool_config_get(const struct tool_config *c, const char *key,
 			    char *buf, size_t len);
+/* The udp path the lines (or the environment) choose, as the results name
+ * it: "sockets", "io_uring", with "+poll" for context.udp.uring_recv =
+ * poll and "+ring-send" for context.udp.uring_send = ring. */
+const char *tool_udp_path_label(const struct tool_config *c, char *buf, size_t len);
+/* Such a label back into its parts (flit-floor -b): 0, or -1 if it is not
+ * one. */
+int tool_udp_path_parse(const char *label, bool *uring, bool *poll_recv, bool *ring_send);
 /* The -C lines as given, joined with "; " (NULL if there are none): for
  * the results (JSON "config"). */
 const char *tool_config_user(const struct tool_config *c, char *buf, size_t len);
@@ -382,6 +389,9 @@ static inline uint64_t tool_ticks(const struct tool_clock *clk, double ns)
 
 struct udp_floor {
 	bool uring;             /* io_uring, else recvfrom/sendto */
+	bool poll_recv;         /* io_uring: readiness by a multishot poll,
+				 * recvfrom (else a multishot recvmsg) */
+	bool ring_send;         /* io_uring: SEND through the ring (else sendto) */
 	const char *peer;       /* the pong's IPv4 address */
 	uint16_t port;          /* the pong's port; the ping binds port + 1 */
 	uint32_t size;          /* datagram bytes */

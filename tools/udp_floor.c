@@ -8,9 +8,15 @@
  *   sockets   recvfrom(MSG_DONTWAIT) in a spin, sendto()
  *   io_uring  DEFER_TASKRUN + SINGLE_ISSUER + TASKRUN_FLAG ring, the socket as
  *             registered file 0, one multishot RECVMSG into a ring of 64
- *             provided buffers, SEND with the destination in the SQE; the
- *             spin reads the ring's flags and enters only when the kernel
- *             has work pending (what transports/udp/uring_io.c does)
+ *             provided buffers, sendto(); the spin reads the ring's flags
+ *             and enters only when the kernel has work pending (what
+ *             transports/udp/uring_io.c does by default)
+ *   +poll     instead of the RECVMSG a multishot POLL_ADD: the flag seen,
+ *             recvfrom() takes the datagram, the next look enters to run
+ *             the poll's task work (context.udp.uring_recv = poll)
+ *   +ring-send  SEND with the destination in the SQE instead of sendto()
+ *             (context.udp.uring_send = ring; what "io_uring" was before
+ *             2026-12-02)
  *
  * The ping binds port+1, the pong port (so that both can share a network
  * namespace); the pong answers whoever sent.  Timing by the ping only, with
@@ -19,6 +25,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <liburing.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -35,10 +42,12 @@
 #define BUFLEN  2048u
 #define UD_RECV 1u
 #define UD_SEND 2u
+#define UD_POLL 3u
 
 struct uend {
 	int fd;
-	bool uring;
+	bool uring, poll_recv, ring_send;
+	bool recheck;               /* +poll: a readiness was used: enter next */
 	struct io_uring ring;
 	struct io_uring_buf_ring *br;
 	uint8_t *bufs;
@@ -47,15 +56,17 @@ struct uend {
 	uint8_t buf[BUFLEN];
 };
 
-static int end_open(struct uend *e, bool uring, uint16_t port)
+static int end_open(struct uend *e, const struct udp_floor *f, uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	memset(e, 0, sizeof(*e));
-	e->uring = uring;
+	e->uring = f->uring;
+	e->poll_recv = f->uring && f->poll_recv;
+	e->ring_send = f->uring && f->ring_send;
 	e->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (e->fd < 0 || bind(e->fd, (struct sockaddr *)&a, sizeof(a)))
 		return -errno;
-	if (!uring)
+	if (!e->uring)
 		return 0;
 	struct io_uring_params p = { .flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
 					      IORING_SETUP_TASKRUN_FLAG };
@@ -79,10 +90,16 @@ static int end_open(struct uend *e, bool uring, uint16_t port)
 	io_uring_buf_ring_advance(e->br, NBUF);
 	e->mh.msg_namelen = sizeof(struct sockaddr_in);
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
-	io_uring_prep_recvmsg_multishot(sqe, 0, &e->mh, 0);
-	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT;
-	sqe->buf_group = 0;
-	io_uring_sqe_set_data64(sqe, UD_RECV);
+	if (e->poll_recv) {
+		io_uring_prep_poll_multishot(sqe, 0, POLLIN);
+		sqe->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data64(sqe, UD_POLL);
+	} else {
+		io_uring_prep_recvmsg_multishot(sqe, 0, &e->mh, 0);
+		sqe->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT;
+		sqe->buf_group = 0;
+		io_uring_sqe_set_data64(sqe, UD_RECV);
+	}
 	r = io_uring_submit_and_get_events(&e->ring);
 	return r < 0 ? r : 0;
 }
@@ -101,7 +118,7 @@ static void end_close(struct uend *e)
 
 static int end_send(struct uend *e, const struct sockaddr_in *to, uint32_t size)
 {
-	if (!e->uring)
+	if (!e->ring_send)
 		return sendto(e->fd, e->buf, size, 0, (const struct sockaddr *)to, sizeof(*to)) < 0
 			       ? -errno : 0;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
@@ -115,10 +132,44 @@ static int end_send(struct uend *e, const struct sockaddr_in *to, uint32_t size)
 	return r < 0 ? r : 0;
 }
 
+/* +poll: the poll's completions since the last enter (POLLIN: 1). */
+static int poll_reap(struct uend *e)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+	int in = 0, err = 0;
+	io_uring_for_each_cqe(&e->ring, head, cqe) {
+		seen++;
+		if (cqe->res < 0 && !err)
+			err = cqe->res;
+		else if (io_uring_cqe_get_data64(cqe) == UD_POLL && (cqe->res & POLLIN))
+			in = 1;
+		if (io_uring_cqe_get_data64(cqe) == UD_POLL && !(cqe->flags & IORING_CQE_F_MORE) && !err)
+			err = -ECANCELED;   /* not re-armed here */
+	}
+	io_uring_cq_advance(&e->ring, seen);
+	return err ? err : in;
+}
+
 /* One look for a datagram: 1 got one (sender in e->from), 0 none, -errno. */
 static int end_poll(struct uend *e)
 {
-	if (!e->uring) {
+	if (e->poll_recv) {
+		/* as ready_recv() in transports/udp/uring_io.c, for one datagram
+		 * at a time (the ping-pong has at most one in flight) */
+		if (e->recheck) {
+			e->recheck = false;
+			int r = io_uring_get_events(&e->ring);
+			if (r < 0 && r != -EINTR && r != -EAGAIN)
+				return r;
+			if ((r = poll_reap(e)) <= 0)
+				return r;
+		} else if (!(IO_URING_READ_ONCE(*e->ring.sq.kflags) & IORING_SQ_TASKRUN)) {
+			return 0;
+		}
+		e->recheck = true;
+	}
+	if (!e->uring || e->poll_recv) {
 		socklen_t al = sizeof(e->from);
 		ssize_t n = recvfrom(e->fd, e->buf, BUFLEN, MSG_DONTWAIT,
 				     (struct sockaddr *)&e->from, &al);
@@ -177,7 +228,7 @@ static noreturn void pong_main(const struct udp_floor *f, uint16_t port, uint64_
 	if (f->peer_netns)
 		tool_netns_enter_name(f->peer_netns);
 	tool_pin_or_fail(f->cpus[1]);
-	int r = end_open(&e, f->uring, port);
+	int r = end_open(&e, f, port);
 	if (r < 0)
 		tool_fail("pong: %s socket on port %u: %s", f->uring ? "io_uring" : "udp",
 			  (unsigned)port, strerror(-r));
@@ -214,7 +265,7 @@ int udp_floor_run(const struct udp_floor *f, uint64_t warmup, uint64_t count, ui
 		tool_netns_enter_name(f->netns);
 	tool_pin_or_fail(f->cpus[0]);
 	struct uend e;
-	int r = end_open(&e, f->uring, (uint16_t)(f->port + 1));
+	int r = end_open(&e, f, (uint16_t)(f->port + 1));
 	if (r < 0) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
