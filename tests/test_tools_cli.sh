@@ -71,6 +71,8 @@ expect 2 flit-floor --size 16
 # the udp floor's options belong to --lines udp
 expect 2 flit-floor --backend io_uring
 expect 2 flit-floor --lines udp --backend bogus
+expect 2 flit-floor --lines udp --backend io_uring+bogus
+expect 2 flit-floor --lines udp --backend io_uring+poll+poll
 expect 2 flit-floor --lines udp --size 0
 expect 2 flit-floor --lines udp --size 1473
 expect 2 flit-floor --lines 1 --peer 127.0.0.1
@@ -205,8 +207,8 @@ else
       fail "flit-floor --lines ring -s $s exited $?"; sed 's/^/    | /' "$tmp/ring.err"
     fi
   done
-  # udp mode on loopback: a forked peer answers every datagram, both backends
-  for b in sockets io_uring; do
+  # udp mode on loopback: a forked peer answers every datagram, every path
+  for b in sockets io_uring io_uring+poll io_uring+ring-send io_uring+poll+ring-send; do
     if timeout 60 "$D/flit-floor" --lines udp -b $b -s 100 -n 3000 -w 100 --port $((20000 + $$ % 20000)) \
         --json >"$tmp/udp.json" 2>"$tmp/udp.err"; then
       check_json "$tmp/udp.json" tool size count min_ns p50_ns clock mode &&
