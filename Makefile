@@ -189,7 +189,7 @@ bench: deps
 	$(Q)BUILD=$(BUILD) ROUNDS=$${ROUNDS:-5} tools/demo.sh
 	$(Q)BUILD=$(BUILD) tools/bench-shm.sh
 	$(Q)BUILD=$(BUILD) tools/bench-topics.sh
-	$(Q)if [ "$$(id -u)" -eq 0 ]; then BUILD=$(BUILD) tools/bench-udp.sh --backend both --rounds 3 --sizes "32 256"; \
+	$(Q)if [ "$$(id -u)" -eq 0 ]; then BUILD=$(BUILD) tools/bench-udp.sh --backend all --rounds 3 --sizes "32 256"; \
 	else echo "bench-udp: skipped (needs root: network namespaces for its testbed)"; fi
 
 # ---- Python package (python/, ctypes over libflit.so.0): a wheel, offline.

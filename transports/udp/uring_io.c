@@ -147,6 +147,8 @@ struct uring {
 				 * the flag again */
 	bool more;              /* the last receive did not find the socket
 				 * empty: receive again before anything else */
+	bool poll_refused;      /* the kernel refused the poll: recvmmsg on
+				 * every call, as the sockets backend */
 };
 
 static inline void sqe_fd(const struct uring *u, struct io_uring_sqe *sqe)
@@ -423,6 +425,17 @@ static unsigned reap(struct flit_udp_io *io)
 				u->poll_armed = false;  /* re-armed by the next recv */
 			if (cqe->res > 0 && (cqe->res & (POLLIN | POLLERR)))
 				u->poll_in = true;
+			if (FLIT_UNLIKELY(cqe->res < 0 && cqe->res != -ECANCELED && !u->poll_refused)) {
+				/* no multishot poll here (5.13+): what the
+				 * sockets backend does, said so */
+				char why[160];
+				u->poll_refused = true;
+				snprintf(why, sizeof(why), ", readiness asked but the kernel refused a "
+					 "multishot poll (%s; 5.13+): recvmmsg on every call",
+					 strerror(-cqe->res));
+				char *m = strstr(io->desc, ", readiness by a multishot poll");
+				desc_splice(io, m ? m : desc_end(io), why);
+			}
 		} else if (ud & UD_SEND) {
 			unsigned s = (unsigned)(ud & (UD_SEND - 1));
 			int res = cqe->res;
@@ -550,6 +563,8 @@ static int ready_recv(struct flit_udp_io *io, struct flit_dgram *d, unsigned n)
 	struct uring *u = io->u;
 	bool dry;
 
+	if (FLIT_UNLIKELY(u->poll_refused))
+		return uio_sock_recv(io, d, n, NULL);
 	if (u->more) {
 		/* what the last receive left */
 	} else if (u->recheck || !u->poll_armed) {
@@ -874,6 +889,14 @@ int uio_uring_open(struct flit_udp_io *io, const struct flit_udp_io_cfg *cfg)
 		      u->fixed ? ", registered file" : ", file not registered",
 		      u->ring_send ? ", sends: SEND through the ring" : ", sends: sendmmsg on the socket");
 	u->ready = !io->tx_only && !cfg->uring_single_recv && cfg->uring_poll_recv;
+	if (u->ready && !(p.flags & IORING_SETUP_TASKRUN_FLAG)) {
+		/* readiness is IORING_SQ_TASKRUN, set only with TASKRUN_FLAG
+		 * (a plain ring here): the multishot RECVMSG instead */
+		u->ready = false;
+		l += snprintf(io->desc + l, sizeof(io->desc) - (size_t)l,
+			      ", readiness asked but a plain ring has no taskrun_flag: "
+			      "multishot recvmsg");
+	}
 	if (u->ready) {
 		l += snprintf(io->desc + l, sizeof(io->desc) - (size_t)l,
 			      ", readiness by a multishot poll, datagrams by recvmmsg");
