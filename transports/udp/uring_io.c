@@ -28,8 +28,10 @@
  * the task work for the next call's enter (which also says, by the
  * poll's POLLIN, whether more came meanwhile).  The datagram is taken by
  * the cheapest receive and the ring's work is off the critical path;
- * when datagrams come one at a time that is two system calls a datagram
- * where the multishot RECVMSG makes one (ready_recv()).
+ * when datagrams come one at a time that is two system calls a datagram,
+ * three when the receive took all it asked for and must look again (a
+ * sparse stream's: the session layer then asks for one at a time,
+ * dg_drain_any()), where the multishot RECVMSG makes one (ready_recv()).
  *
  * Without multishot (or with cfg.uring_single_recv) it falls back to
  * `batch` RECVMSG requests, one per receive slot, posted as linked chains
