@@ -167,7 +167,8 @@ struct flit_wire_hdr {
 #define FLIT_T_CTL_LAST  8      /* types 2..8: control frames (8: LATE) */
 #define FLIT_F_TS        0x0001
 #define FLIT_F_TSEQ      0x0004 /* each message carries its topic's number */
-#define FLIT_F_KNOWN     0x0007 /* TS | RETX | TSEQ */
+#define FLIT_F_SHORT     0x0008 /* with TSEQ: short headers (topic u16, len u16, tseq u32) */
+#define FLIT_F_KNOWN     0x000f /* TS | RETX | TSEQ | SHORT */
 #define FLIT_HDR_LEN     24
 #define FLIT_MSG_LEN_MAX 0x00ffffffu
 
@@ -308,6 +309,7 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 	__u32 flen = fh->len;
 	__u16 flags = fh->flags;
 	if (fh->version != FLIT_VERSION || (flags & ~FLIT_F_KNOWN) ||
+	    (flags & (FLIT_F_SHORT | FLIT_F_TSEQ)) == FLIT_F_SHORT ||
 	    flen < FLIT_HDR_LEN || (flen & 7) || flen > plen)
 		return FLIT_XDP_MALFORMED;
 
@@ -325,7 +327,8 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		count(FLIT_XDP_WALK_LIMIT);
 		return FLIT_XDP_REDIRECTED;
 	}
-	__u32 mh = 8 + ((flags & FLIT_F_TS) ? 8 : 0) + ((flags & FLIT_F_TSEQ) ? 8 : 0);
+	bool shrt = flags & FLIT_F_SHORT;
+	__u32 mh = 8 + ((flags & FLIT_F_TS) ? 8 : 0) + ((flags & FLIT_F_TSEQ) && !shrt ? 8 : 0);
 	__u32 off = FLIT_HDR_LEN;       /* of the next message, in the frame */
 	struct flit_xdp_topic_key tkey = { .session = session };
 
@@ -343,13 +346,19 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		__u32 *m = (void *)fh + (off & WALK_BYTES_MAX);
 		if ((void *)(m + 2) > data_end)  /* flen <= plen: never taken */
 			return FLIT_XDP_MALFORMED;
-		__u32 lf = m[1];
-		if (lf > FLIT_MSG_LEN_MAX)
-			return FLIT_XDP_MALFORMED;
+		__u32 lf, w0 = m[0];
+		if (shrt) {
+			lf = w0 >> 16;          /* no message flags */
+			tkey.topic = w0 & 0xffff;
+		} else {
+			lf = m[1];
+			if (lf > FLIT_MSG_LEN_MAX)
+				return FLIT_XDP_MALFORMED;
+			tkey.topic = w0;
+		}
 		off += mh + ((lf + 7) & ~7u);
 		if (off > flen)
 			return FLIT_XDP_MALFORMED;
-		tkey.topic = m[0];
 		if (report && tkey.topic >= named)
 			return FLIT_XDP_REDIRECTED;
 		__u32 *want = bpf_map_lookup_elem(&topics, &tkey);

@@ -882,6 +882,18 @@ static const uint8_t golden_tseq[72] = {
 	'!', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 };
 
+/* docs/PROTOCOL.md, the same in short headers (flags TSEQ | SHORT): topic
+ * u16, len u16, tseq u32, as long as the frame of one topic. */
+static const uint8_t golden_short[56] = {
+	0x46, 0x4c, 0x01, 0x01, 0x0c, 0x00, 0x02, 0x00,
+	0x38, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a,
+	0xe8, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x07, 0x00, 0x05, 0x00, 0x0c, 0x00, 0x00, 0x00, /* topic 7, len 5, tseq 12 */
+	'h', 'e', 'l', 'l', 'o', 0x00, 0x00, 0x00,
+	0x08, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, /* topic 8, len 1, tseq 3 */
+	'!', 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
 static const uint32_t g_topics[2] = { 7, 8 };
 static const uint64_t g_tseq[2] = { 12, 3 };
 static const uint32_t g_lens[2] = { 5, 1 };
@@ -937,6 +949,127 @@ static void encode_without_ts_matches_protocol_doc_golden_bytes(void **state)
 static void encode_with_topic_numbers_matches_protocol_doc_golden_bytes(void **state)
 {
 	golden_check(FLIT_FF_TSEQ, golden_tseq, sizeof(golden_tseq));
+}
+
+static void encode_in_short_headers_matches_protocol_doc_golden_bytes(void **state)
+{
+	golden_check(FLIT_FF_TSEQ | FLIT_FF_SHORT, golden_short, sizeof(golden_short));
+	assert_int_equal(sizeof(golden_short), sizeof(golden_nots));
+}
+
+/* Short headers with timestamps: topic, len and tseq in the first 8 bytes,
+ * then ts; the one-message and header writers give the encoder's bytes,
+ * and a claim's length reads and rewrites in either form. */
+static void short_headers_hold_the_number_before_the_timestamp(void **state)
+{
+	uint8_t f[128], g[128];
+	struct flit_frame_hdr h;
+	struct flit_frame_iter it;
+	struct flit_wmsg m;
+	uint16_t fl = FLIT_FF_TS | FLIT_FF_TSEQ | FLIT_FF_SHORT;
+	const uint64_t big[2] = { 0xfffffffeull, 0xffffffffull };
+	const uint32_t tops[2] = { 0, 0xffff };
+
+	assert_int_equal(flit_msg_hdr_len(fl), 16);
+	assert_int_equal(flit_msg_hdr_len(FLIT_FF_TSEQ | FLIT_FF_SHORT), 8);
+	size_t n = flit_frame_encode_tseq(f, sizeof(f), fl, 0x1a2b3c4d, 1000, 2,
+					  tops, g_payloads, g_lens, g_ts, big);
+	assert_int_equal(n, 24 + 16 + 8 + 16 + 8);
+	assert_int_equal(flit_ld16(f + 24), 0);
+	assert_int_equal(flit_ld16(f + 26), 5);
+	assert_int_equal(flit_ld32(f + 28), 0xfffffffeu);
+	assert_int_equal(flit_ld64(f + 32), g_ts[0]);
+	assert_int_equal(flit_frame_validate(f, n, &h), FLIT_FE_OK);
+	flit_frame_iter_init(&it, f, &h);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_true(flit_frame_iter_next(&it, &m));
+		assert_int_equal(m.topic, tops[i]);
+		assert_int_equal(m.len, g_lens[i]);
+		assert_int_equal(m.tseq, big[i]);
+		assert_int_equal(m.seq, 1000 + i);
+		assert_int_equal(m.ts, g_ts[i]);
+		assert_memory_equal(m.data, g_payloads[i], g_lens[i]);
+	}
+	assert_false(flit_frame_iter_next(&it, &m));
+
+	memset(g, 0xcc, sizeof(g));
+	uint8_t *pl = flit_frame_put_single_short(g, 0x1a2b3c4d, 1000, 0, 5, true, g_ts[0],
+						  0xfffffffeull);
+	memcpy(pl, "hello", 5);
+	assert_int_equal(flit_ld32(g + 8), 24 + 16 + 8);
+	assert_memory_equal(g + 8 + 4, f + 8 + 4, 12);      /* session, seq */
+	assert_memory_equal(g + 24, f + 24, 24);            /* the message */
+	assert_int_equal(flit_frame_validate(g, 48, &h), FLIT_FE_OK);
+	assert_int_equal(h.flags, fl);
+
+	uint8_t *q = flit_frame_put_hdr_short(g, 9, 300, true, 5, 77);
+	assert_ptr_equal(q, g + 16);
+	assert_int_equal(flit_msg_hdr_get_len(g, fl), 300);
+	flit_msg_hdr_set_len(g, fl, 12);
+	assert_int_equal(flit_ld64(g), 9 | 12ull << 16 | 77ull << 32);
+	flit_frame_put_hdr_tseq(g, 9, 300, false, 0, 77);
+	assert_int_equal(flit_msg_hdr_get_len(g, FLIT_FF_TSEQ), 300);
+	flit_msg_hdr_set_len(g, FLIT_FF_TSEQ, 12);
+	assert_int_equal(flit_ld32(g + 4), 12);
+	assert_int_equal(flit_ld32(g), 9);
+}
+
+/* What a short header cannot hold is refused by the encoder, and a short
+ * frame is never read in the long form or the other way round. */
+static void short_headers_refuse_what_they_cannot_hold(void **state)
+{
+	static uint8_t big[70000], out[70000];
+	uint8_t f[256];
+	struct flit_frame_hdr h;
+	uint16_t fl = FLIT_FF_TSEQ | FLIT_FF_SHORT;
+	const void *pls[1] = { big };
+	uint32_t len = 65536, top = 7;
+	uint64_t tseq = 1;
+
+	assert_int_equal(flit_frame_encode_tseq(out, sizeof(out), fl, 1, 0, 1, &top, pls,
+						&len, NULL, &tseq), 0);
+	len = 65535;
+	assert_int_equal(flit_frame_encode_tseq(out, sizeof(out), fl, 1, 0, 1, &top, pls,
+						&len, NULL, &tseq), 24 + 8 + 65536);
+	assert_int_equal(flit_frame_validate(out, 24 + 8 + 65536, &h), FLIT_FE_OK);
+	len = 3;
+	top = 65536;
+	assert_int_equal(flit_frame_encode_tseq(f, sizeof(f), fl, 1, 0, 1, &top, pls,
+						&len, NULL, &tseq), 0);
+	top = 65535;
+	tseq = 0x100000000ull;
+	assert_int_equal(flit_frame_encode_tseq(f, sizeof(f), fl, 1, 0, 1, &top, pls,
+						&len, NULL, &tseq), 0);
+	/* the long form holds it */
+	assert_int_equal(flit_frame_encode_tseq(f, sizeof(f), FLIT_FF_TSEQ, 1, 0, 1, &top, pls,
+						&len, NULL, &tseq), 24 + 16 + 8);
+	/* SHORT without TSEQ: refused by both */
+	assert_int_equal(flit_frame_encode_tseq(f, sizeof(f), FLIT_FF_SHORT, 1, 0, 1, &top,
+						pls, &len, NULL, &tseq), 0);
+	memcpy(f, golden_short, sizeof(golden_short));
+	flit_st16(f + 4, FLIT_FF_SHORT);
+	assert_int_equal(flit_frame_validate(f, sizeof(golden_short), &h), FLIT_FE_FLAGS);
+	flit_st16(f + 4, FLIT_FF_SHORT | FLIT_FF_TS);
+	assert_int_equal(flit_frame_validate(f, sizeof(golden_short), &h), FLIT_FE_FLAGS);
+	/* the short frame read as long: the walk fails */
+	flit_st16(f + 4, FLIT_FF_TSEQ);
+	assert_int_not_equal(flit_frame_validate(f, sizeof(golden_short), &h), FLIT_FE_OK);
+	/* the long frame read as short: refused too */
+	memcpy(f, golden_tseq, sizeof(golden_tseq));
+	flit_st16(f + 4, FLIT_FF_TSEQ | FLIT_FF_SHORT);
+	assert_int_not_equal(flit_frame_validate(f, sizeof(golden_tseq), &h), FLIT_FE_OK);
+	/* a short length past the frame */
+	memcpy(f, golden_short, sizeof(golden_short));
+	flit_st16(f + 24 + 2, 30);
+	assert_int_equal(flit_frame_validate(f, sizeof(golden_short), &h), FLIT_FE_MSG_LEN);
+	/* the length's top bits are length, not message flags: 0xffff fits
+	 * only in a frame that long */
+	flit_st16(f + 24 + 2, 0xffff);
+	assert_int_equal(flit_frame_validate(f, sizeof(golden_short), &h), FLIT_FE_MSG_LEN);
+	/* one message short of count */
+	memcpy(f, golden_short, sizeof(golden_short));
+	flit_st16(f + 6, 3);
+	assert_int_equal(flit_frame_validate(f, sizeof(golden_short), &h), FLIT_FE_COUNT);
 }
 
 /* Both flags: ts, then tseq, per message; the one-message writer and the
@@ -1014,6 +1147,9 @@ int main(void)
 		cmocka_unit_test(encode_matches_protocol_doc_golden_bytes),
 		cmocka_unit_test(encode_without_ts_matches_protocol_doc_golden_bytes),
 		cmocka_unit_test(encode_with_topic_numbers_matches_protocol_doc_golden_bytes),
+		cmocka_unit_test(encode_in_short_headers_matches_protocol_doc_golden_bytes),
+		cmocka_unit_test(short_headers_hold_the_number_before_the_timestamp),
+		cmocka_unit_test(short_headers_refuse_what_they_cannot_hold),
 		cmocka_unit_test(topic_numbers_follow_the_timestamp),
 	};
 	return cmocka_run_group_tests_name("codec", tests, NULL, NULL);

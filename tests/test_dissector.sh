@@ -113,6 +113,8 @@ good = [
     ('info_page_next', hx('464c0105 0900 0100 50000000 4d3c2b1a e803000000000000 de5b3b93 01 00 c05d ef010203'
                           'c0a8010a c15d 0000 92100000 2c010000 00 00 0b00 6d642e73796d3030 3330300000000000'
                           '2a00000000000000')),
+    ('data_short', hx('464c 0101 0c00 0200 3800 0000 4d3c 2b1a e803 0000 0000 0000 0700 0500 0c00 0000'
+                      '6865 6c6c 6f00 0000 0800 0100 0300 0000 2100 0000 0000 0000')),
 ]
 g = dict(good)
 d = g['data_nots']
@@ -121,7 +123,10 @@ bad = [
     ('count_too_large', d[:6] + b'\x03\x00' + d[8:]),
     ('len_past_datagram', d[:8] + struct.pack('<I', 64) + d[12:]),
     ('payload_past_frame', d[:28] + struct.pack('<I', 200) + d[32:]),
-    ('unknown_flag', d[:4] + b'\x08\x00' + d[6:]),
+    ('unknown_flag', d[:4] + b'\x10\x00' + d[6:]),
+    ('short_without_tseq', g['data_short'][:4] + b'\x08\x00' + g['data_short'][6:]),
+    ('short_len_past_frame', g['data_short'][:26] + struct.pack('<H', 30) + g['data_short'][28:]),
+    ('short_read_as_long', g['data_short'][:4] + b'\x04\x00' + g['data_short'][6:]),
     ('tseq_flag_cleared', g['data_tseq'][:4] + b'\x00\x00' + g['data_tseq'][6:]),
     ('odd_len', d[:8] + struct.pack('<I', 51) + d[12:]),
     ('info_reserved', g['info'][:29] + b'\x01' + g['info'][30:]),
@@ -208,6 +213,8 @@ check_fields 14 "-e flit.flags.page -e flit.flags.ended -e flit.flags.final -e f
 	"1|1|1|300|md.sym00300|42" "INFO of an ended topic with its final number"
 check_fields 15 "-e flit.flags.page -e flit.flags.ended -e flit.flags.next -e flit.name.idx -e flit.name.text -e flit.name.next" \
 	"1|0|1|300|md.sym00300|42" "INFO page with each topic's next number"
+check_fields 16 "-e flit.flags.tseq -e flit.flags.short -e flit.len -e flit.msg.seq -e flit.msg.tseq -e flit.msg.topic -e flit.msg.len -e flit.msg.payload" \
+	"1|1|56|1000,1001|12,3|7,8|5,1|68656c6c6f,21" "DATA in short headers: topic, length and topic number in 8 bytes"
 # the malformed reasons are named
 ts -r "$tmp/crafted.pcap" -Y flit.malformed -T fields -e _ws.expert.message >"$tmp/reasons.txt"
 for r in FLIT_FE_SHORT FLIT_FE_COUNT FLIT_FE_LEN FLIT_FE_MSG_LEN FLIT_FE_FLAGS FLIT_FE_MSG_FLAGS; do

@@ -103,8 +103,8 @@ static struct flit_rx_session *session(uint64_t start)
 
 /* Feed one frame from session number seq: n messages of topics[i] with
  * topic numbers tseq[i] (tseq NULL: a frame without FLIT_FF_TSEQ). */
-static int feed(struct flit_rx_session *rs, uint64_t seq, unsigned n, const uint32_t *topics,
-		const uint64_t *tseq)
+static int feed_as(uint16_t fl, struct flit_rx_session *rs, uint64_t seq, unsigned n,
+		   const uint32_t *topics, const uint64_t *tseq)
 {
 	uint8_t f[512];
 	const void *pl[8];
@@ -115,11 +115,17 @@ static int feed(struct flit_rx_session *rs, uint64_t seq, unsigned n, const uint
 		lens[i] = 8;
 	}
 	size_t len = tseq ?
-		flit_frame_encode_tseq(f, sizeof(f), FLIT_FF_TSEQ, SID, seq, n, topics, pl, lens,
+		flit_frame_encode_tseq(f, sizeof(f), fl, SID, seq, n, topics, pl, lens,
 				       NULL, tseq) :
 		flit_frame_encode(f, sizeof(f), 0, SID, seq, n, topics, pl, lens, NULL);
 	assert_true(len > 0);
 	return flit_rx_frame(ctx, rs, f, len);
+}
+
+static int feed(struct flit_rx_session *rs, uint64_t seq, unsigned n, const uint32_t *topics,
+		const uint64_t *tseq)
+{
+	return feed_as(FLIT_FF_TSEQ, rs, seq, n, topics, tseq);
 }
 
 static void expect(const struct rec *r, unsigned i, int kind, uint64_t seq, uint64_t lost)
@@ -183,6 +189,40 @@ static void a_topic_s_jump_is_its_own_loss_in_its_numbers(void **state)
 	expect(&ra, 2, FLIT_MSG_LOSS, 1, 3);
 	expect(&ra, 3, FLIT_MSG_DATA, 4, 0);
 	flit_rx_session_end(rs, 0);
+}
+
+/* Short headers (FLIT_FF_SHORT) number a topic as the long form does: a
+ * jump in them is the topic's loss, and the sender's switch to the long
+ * form at 2^32 goes on without a false LOSS (no number is cut to 32 bits
+ * on the way). */
+static void short_and_long_headers_number_a_topic_alike(void **state)
+{
+	(void)state;
+	const uint16_t sh = FLIT_FF_TSEQ | FLIT_FF_SHORT;
+	struct flit_rx_session *rs = session(0);
+	const uint32_t t1[3] = { 0, 1, 0 };
+	const uint64_t q1[3] = { 0, 0, 1 };
+	assert_int_equal(feed_as(sh, rs, 0, 3, t1, q1), 3);
+	/* session messages 3 .. 4 lost: two of t.a */
+	assert_int_equal(flit_rx_session_loss(rs, 3, 2), 0);
+	rs->next_seq = 5;
+	const uint32_t t2[2] = { 0, 1 };
+	const uint64_t q2[2] = { 4, 0xffffffffull };
+	assert_int_equal(feed_as(sh, rs, 5, 2, t2, q2), 4);
+	expect(&ra, 3, FLIT_MSG_LOSS, 2, 2);
+	expect(&ra, 4, FLIT_MSG_DATA, 4, 0);
+	expect(&rb, 2, FLIT_MSG_LOSS, 1, 0xffffffffull - 1);
+	expect(&rb, 3, FLIT_MSG_DATA, 0xffffffffull, 0);
+	/* t.b passes 2^32: its session's frames go on in the long form */
+	const uint32_t t3[2] = { 1, 0 };
+	const uint64_t q3[2] = { 0x100000000ull, 5 };
+	assert_int_equal(feed_as(FLIT_FF_TSEQ, rs, 7, 2, t3, q3), 2);
+	expect(&rb, 4, FLIT_MSG_DATA, 0x100000000ull, 0);
+	expect(&ra, 5, FLIT_MSG_DATA, 5, 0);
+	assert_int_equal(ra.n, 6);
+	assert_int_equal(rb.n, 5);
+	flit_rx_session_end(rs, 0);
+	expect(&rb, 5, FLIT_MSG_EOS, 0x100000001ull, 0);
 }
 
 static void from_the_session_s_start_a_topic_s_first_messages_count(void **state)
@@ -357,6 +397,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(each_topic_is_numbered_on_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_topic_s_jump_is_its_own_loss_in_its_numbers, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(short_and_long_headers_number_a_topic_alike, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(from_the_session_s_start_a_topic_s_first_messages_count,
 						setup, teardown),

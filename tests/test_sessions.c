@@ -33,7 +33,10 @@
 
 #include <arpa/inet.h>
 
+#include "codec.h"
+#include "core.h"
 #include "ctl.h"
+#include "dgram/session.h"
 #include "nettest.h"
 
 #define MAXT 64
@@ -1163,6 +1166,251 @@ static void pattern_subscribers_find_20000_topics_of_a_session_at_the_paced_rate
 	assert_true(vl[3] >= 700);
 }
 
+/* How a session of several topics carries their numbers on the wire: in
+ * short headers (FLIT_FF_SHORT, 8 bytes a message as for one topic) until
+ * a topic's number passes 2^32 - 1, then in the long form for good; with
+ * source.udp.topic_numbers = long always in the long form.  h1 publishes
+ * sh.0 (numbers from 0) and sh.1 (from 2^32 - 3, set under the library),
+ * every second message of sh.1 by claim and commit of fewer bytes than
+ * claimed; h2 subscribes by pattern; h3 reads the session's datagrams with
+ * a kernel socket and walks them. */
+#define SH_GROUP "239.192.77.201"
+#define SH_ROUNDS 8
+#define SH_FIRST (0x100000000ull - 3)
+
+struct shlog {
+	unsigned frames, shortf, longf, short_after_long, bad;
+	uint64_t max_short, first_long;  /* topic numbers */
+	unsigned first_long_topic;
+	uint64_t got[2], next[2], lost[2], seq_errors, len_errors;
+	int done;
+};
+
+static void sh_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	struct shlog *x = arg;
+	(void)sub;
+	int k = !strcmp(m->topic, "sh.1");
+	if (m->kind == FLIT_MSG_LOSS) {
+		/* sh.1's first 2^32 - 3 never came: told only when the
+		 * receiver knew the topic from 0 (before the number was set) */
+		if (k && m->seq == 0 && m->lost == SH_FIRST)
+			return;
+		x->lost[k] += m->lost;
+		x->next[k] = m->seq + m->lost;
+	} else if (m->kind == FLIT_MSG_DATA) {
+		uint64_t v = 0;
+		if (m->len != 8)
+			x->len_errors++;
+		else
+			memcpy(&v, m->data, 8);
+		if (m->seq != x->next[k] || v != m->seq)
+			x->seq_errors++;
+		x->next[k] = m->seq + 1;
+		if (++x->got[k] == SH_ROUNDS && x->got[!k] == SH_ROUNDS)
+			x->done = 1;
+	}
+}
+
+static int sh_observer(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0), one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(14401) };
+	struct ip_mreq mr = { .imr_interface.s_addr = htonl(INADDR_ANY) };
+	inet_pton(AF_INET, SH_GROUP, &mr.imr_multiaddr);
+	a.sin_addr = mr.imr_multiaddr;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
+		return -1;
+	return fd;
+}
+
+static void sh_observe(int fd, struct shlog *x)
+{
+	uint8_t b[2048] __attribute__((aligned(8)));
+	ssize_t n;
+	while ((n = recv(fd, b, sizeof(b), 0)) > 0) {
+		struct flit_frame_hdr h;
+		struct flit_frame_iter it;
+		struct flit_wmsg m;
+		if (flit_frame_validate(b, (size_t)n, &h) != FLIT_FE_OK) {
+			if (n >= 4 && b[3] == FLIT_FT_DATA)
+				x->bad++;
+			continue;       /* control frames */
+		}
+		if ((h.flags & FLIT_FF_RETX) || !h.count)
+			continue;
+		x->frames++;
+		bool shrt = h.flags & FLIT_FF_SHORT;
+		if (!(h.flags & FLIT_FF_TSEQ))
+			x->bad++;       /* two topics from the start */
+		shrt ? x->shortf++ : x->longf++;
+		if (shrt && x->longf)
+			x->short_after_long++;
+		flit_frame_iter_init(&it, b, &h);
+		bool first = true;
+		while (flit_frame_iter_next(&it, &m)) {
+			if (shrt && m.tseq > x->max_short)
+				x->max_short = m.tseq;
+			if (!shrt && x->longf == 1 && first) {
+				x->first_long = m.tseq;
+				x->first_long_topic = m.topic;
+			}
+			first = false;
+		}
+	}
+}
+
+static void sh_run(const char *what, const char *src_cfg, struct shlog *out)
+{
+	int rp[2], op[2], stop[2];
+	assert_int_equal(pipe(rp), 0);
+	assert_int_equal(pipe(op), 0);
+	assert_int_equal(pipe(stop), 0);
+	pid_t sp = tl_fork();
+	if (sp == 0) {
+		static struct shlog x;
+		close(rp[0]);
+		if (tb_enter(tb, 2))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_sub_opts, so, .pattern = true, .arg = &x, .on_msg = sh_cb);
+		if (!ctx || !flit_sub_new(ctx, "sh.*", &so))
+			_exit(4);
+		x.next[1] = SH_FIRST;
+		tl_poll_until(ctx, &x.done, 15000);
+		if (write(rp[1], &x, sizeof(x)) != sizeof(x))
+			_exit(5);
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(rp[1]);
+	pid_t op_pid = tl_fork();
+	if (op_pid == 0) {
+		static struct shlog x;
+		close(op[0]);
+		close(stop[1]);
+		if (tb_enter(tb, 3))
+			_exit(3);
+		int fd = sh_observer();
+		if (fd < 0)
+			_exit(4);
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = stop[0], .events = POLLIN } };
+		while (!(poll(p, 2, 1000) > 0 && p[1].revents))
+			sh_observe(fd, &x);
+		sh_observe(fd, &x);
+		if (write(op[1], &x, sizeof(x)) != sizeof(x))
+			_exit(5);
+		_exit(0);
+	}
+	close(op[1]);
+	close(stop[0]);
+	usleep(300 * 1000);
+	pid_t pp = tl_fork();
+	if (pp == 0) {
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = src_cfg);
+		flit_pub *p0 = ctx ? flit_pub_new(ctx, "sh.0", &po) : NULL;
+		flit_pub *p1 = p0 ? flit_pub_new(ctx, "sh.1", &po) : NULL;
+		if (!p1)
+			_exit(4);
+		/* before its first message, as if it had sent 2^32 - 3 */
+		((struct utopic *)flit_pub_tsrc(p1))->next_tseq = SH_FIRST;
+		uint64_t end = tl_now_ms() + 10000;
+		while (flit_pub_receivers(p0) < 1) {
+			if (tl_now_ms() > end)
+				_exit(5);
+			flit_ctx_poll(ctx, 0);
+			usleep(1000);
+		}
+		for (uint64_t i = 0; i < SH_ROUNDS; i++) {
+			uint64_t v = i, w = SH_FIRST + i;
+			void *buf;
+			if (flit_pub_send(p0, &v, 8))
+				_exit(6);
+			if (i % 2) {
+				if (flit_pub_claim(p1, 64, &buf))
+					_exit(7);
+				memcpy(buf, &w, 8);
+				if (flit_pub_commit(p1, 8))
+					_exit(8);
+			} else if (flit_pub_send(p1, &w, 8)) {
+				_exit(9);
+			}
+			usleep(2000);
+		}
+		flit_pub_flush(p0);
+		for (int i = 0; i < 200; i++) {
+			flit_ctx_poll(ctx, 0);
+			usleep(5000);
+		}
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	int status;
+	struct shlog sub = { 0 };
+	ssize_t got = read(rp[0], &sub, sizeof(sub));
+	close(rp[0]);
+	waitpid(sp, &status, 0);
+	waitpid(pp, &status, 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close(stop[1]);
+	got = got == sizeof(sub) ? read(op[0], out, sizeof(*out)) : -1;
+	close(op[0]);
+	waitpid(op_pid, &status, 0);
+	assert_int_equal(got, sizeof(*out));
+	printf("# %s: sh.0 %llu, sh.1 %llu messages (other loss %llu), seq errors %llu, "
+	       "length errors %llu; on the wire: %u frames, %u short (numbers up to %llu), %u long "
+	       "(the first from topic %u's %llu), short after long %u, bad %u\n",
+	       what, (unsigned long long)sub.got[0], (unsigned long long)sub.got[1],
+	       (unsigned long long)sub.lost[1], (unsigned long long)sub.seq_errors,
+	       (unsigned long long)sub.len_errors, out->frames, out->shortf,
+	       (unsigned long long)out->max_short, out->longf, out->first_long_topic,
+	       (unsigned long long)out->first_long, out->short_after_long, out->bad);
+	/* every message, in order, in its topic's numbers, whatever the form */
+	assert_int_equal(sub.got[0], SH_ROUNDS);
+	assert_int_equal(sub.got[1], SH_ROUNDS);
+	assert_int_equal(sub.seq_errors, 0);
+	assert_int_equal(sub.len_errors, 0);
+	assert_int_equal(sub.lost[0], 0);
+	assert_int_equal(sub.lost[1], 0);
+	assert_true(out->frames > 0);
+	assert_int_equal(out->bad, 0);
+	assert_int_equal(out->short_after_long, 0);
+}
+
+static void topic_numbers_go_in_short_headers_until_2_32(void **state)
+{
+	(void)state;
+	struct shlog w;
+	sh_run("unbatched", "session = sh\nudp.group = " SH_GROUP, &w);
+	/* unbatched: one message a frame; sh.1's 2^32 - 3 .. 2^32 - 1 and
+	 * sh.0's first four short, then long from sh.1's 2^32 on */
+	assert_int_equal(w.frames, 2 * SH_ROUNDS);
+	assert_int_equal(w.shortf, 7);
+	assert_int_equal(w.max_short, 0xffffffffull);
+	assert_int_equal(w.first_long, 0x100000000ull);
+	assert_int_equal(w.first_long_topic, 1);
+	sh_run("batched", "session = sh\nbatch = true\nudp.batch_interval_us = 100000\n"
+	       "udp.group = " SH_GROUP, &w);
+	/* batched: the frame open in short form when the number came was sent
+	 * as it was, the long one begins with it */
+	assert_true(w.shortf >= 1 && w.longf >= 1);
+	assert_int_equal(w.max_short, 0xffffffffull);
+	assert_int_equal(w.first_long, 0x100000000ull);
+	assert_int_equal(w.first_long_topic, 1);
+	sh_run("udp.topic_numbers = long", "session = sh\nudp.topic_numbers = long\n"
+	       "udp.group = " SH_GROUP, &w);
+	assert_int_equal(w.frames, 2 * SH_ROUNDS);
+	assert_int_equal(w.shortf, 0);
+	assert_int_equal(w.first_long_topic, 0);    /* sh.0's 0 */
+	assert_int_equal(w.first_long, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1182,6 +1430,8 @@ int main(void)
 		cmocka_unit_test(a_killed_publisher_ends_every_topic_of_its_session),
 		cmocka_unit_test(bad_info_pages_are_dropped_and_counted),
 		cmocka_unit_test(a_late_joiner_is_told_a_topic_s_loss_from_the_page_s_numbers),
+		cmocka_unit_test(topic_numbers_go_in_short_headers_until_2_32),
+
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));
 }

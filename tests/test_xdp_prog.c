@@ -620,7 +620,8 @@ static void data_with_bad_header_is_malformed(void **state)
 	o = run_spec(&(struct pkt_spec){ 0 }, g, fl);
 	expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
 
-	for (unsigned bit = 3; bit < 16; bit++) {    /* unknown flags */
+	/* unknown flags, and bit 3 (FLIT_FF_SHORT) without FLIT_FF_TSEQ */
+	for (unsigned bit = 3; bit < 16; bit++) {
 		memcpy(g, f, fl);
 		flit_st16(g + 4, (uint16_t)(1u << bit));
 		o = run_spec(&(struct pkt_spec){ 0 }, g, fl);
@@ -651,6 +652,10 @@ static void known_flags_are_accepted(void **state)
 	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
 	expect(o, XDP_PASS, STEERED_NO_SOCKET);
 	fl = data_frame(f, sizeof(f), FLIT_FF_RETX | FLIT_FF_TS | FLIT_FF_TSEQ, SESS_FILT, 1, &t);
+	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+	expect(o, XDP_PASS, STEERED_NO_SOCKET);
+	fl = data_frame(f, sizeof(f), FLIT_FF_RETX | FLIT_FF_TS | FLIT_FF_TSEQ | FLIT_FF_SHORT,
+			SESS_FILT, 1, &t);
 	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
 	expect(o, XDP_PASS, STEERED_NO_SOCKET);
 }
@@ -860,6 +865,47 @@ static void frames_with_topic_numbers_are_walked(void **state)
 		expect(o, XDP_PASS, STEERED_NO_SOCKET);
 		/* read without the TSEQ flag: misaligned garbage */
 		flit_st16(f + 4, (uint16_t)(fl_of[k] & ~FLIT_FF_TSEQ));
+		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
+	}
+}
+
+/* Short headers (FLIT_FF_TSEQ | FLIT_FF_SHORT): the topic is the low 16
+ * bits of the first word, the length the high 16 (a wanted topic with a
+ * length is found only so), the number after them is not a topic; read in
+ * the long form, or with a length past the frame, they are malformed. */
+static void frames_in_short_headers_are_walked(void **state)
+{
+	uint8_t f[1024];
+	uint32_t t[5] = { T_OTHER, T_OTHER, T_OTHER, T_OTHER, T_OTHER };
+	const uint16_t fl_of[] = { FLIT_FF_TSEQ | FLIT_FF_SHORT,
+				   FLIT_FF_TSEQ | FLIT_FF_SHORT | FLIT_FF_TS };
+
+	for (unsigned k = 0; k < 2; k++) {
+		t[4] = T_OTHER;
+		size_t fl = data_frame(f, sizeof(f), fl_of[k], SESS_FILT, 5, t);
+		assert_int_equal(flit_msg_hdr_len(fl_of[k]), k ? 16 : 8);
+		flit_st32(f + 24 + 4, T_WANTED);        /* a number, not a topic */
+		struct outcome o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+		t[4] = T_WANTED;
+		fl = data_frame(f, sizeof(f), fl_of[k], SESS_FILT, 5, t);
+		size_t last = fl - 8 - flit_msg_hdr_len(fl_of[k]);  /* message 4: 8 bytes */
+		assert_int_equal(flit_ld16(f + last), T_WANTED);
+		assert_int_equal(flit_ld16(f + last + 2), 8);
+		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_PASS, STEERED_NO_SOCKET);
+		/* the same bytes in the long form: misaligned garbage */
+		flit_st16(f + 4, (uint16_t)(fl_of[k] & ~FLIT_FF_SHORT));
+		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
+		/* short without the topic numbers' flag */
+		flit_st16(f + 4, (uint16_t)(fl_of[k] & ~FLIT_FF_TSEQ));
+		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+		expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
+		/* a length past the frame */
+		flit_st16(f + 4, fl_of[k]);
+		flit_st16(f + last + 2, 0xfff0);
 		o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
 		expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
 	}
@@ -1164,6 +1210,7 @@ int main(void)
 		T(parted_session_drops_and_tells_each_frame),
 		T(parted_session_steers_topics_not_named_yet),
 		T(full_report_ring_steers_instead_of_dropping),
+		T(frames_in_short_headers_are_walked),
 		T(walk_reads_at_most_walk_max_messages),
 		T(message_running_past_frame_is_malformed),
 		T(sessions_not_filtering_are_steered_unread),

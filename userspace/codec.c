@@ -34,14 +34,19 @@ size_t flit_frame_encode_tseq(void *buf, size_t cap, uint16_t flags,
 			      const uint64_t *tseq)
 {
 	bool has_ts = flags & FLIT_FF_TS, has_tseq = flags & FLIT_FF_TSEQ;
+	bool shrt = flags & FLIT_FF_SHORT;
 	uint64_t need = FLIT_FRAME_HDR_LEN;
 
-	if (n > UINT16_MAX || (flags & ~FLIT_FF_KNOWN) || (has_tseq && n && !tseq))
+	if (n > UINT16_MAX || (flags & ~FLIT_FF_KNOWN) || (has_tseq && n && !tseq) ||
+	    (shrt && !has_tseq))
 		return 0;
 	for (unsigned i = 0; i < n; i++) {
-		if (lens[i] > FLIT_MSG_LEN_MAX)
+		if (lens[i] > FLIT_MSG_LEN_MAX ||
+		    (shrt && (lens[i] > FLIT_SHORT_LEN_MAX || topics[i] > FLIT_SHORT_TOPIC_MAX ||
+			      tseq[i] > FLIT_SHORT_TSEQ_MAX)))
 			return 0;
-		need += flit_msg_wire_len(lens[i], has_ts) + (has_tseq ? FLIT_MSG_TSEQ_LEN : 0);
+		need += flit_msg_wire_len(lens[i], has_ts) +
+			(has_tseq && !shrt ? FLIT_MSG_TSEQ_LEN : 0);
 	}
 	if (need > cap || need > FLIT_FRAME_LEN_MAX)
 		return 0;
@@ -50,7 +55,10 @@ size_t flit_frame_encode_tseq(void *buf, size_t cap, uint16_t flags,
 	uint8_t *m = f + FLIT_FRAME_HDR_LEN;
 	flit_frame_begin(f, FLIT_FT_DATA, flags, session_id, seq);
 	for (unsigned i = 0; i < n; i++) {
-		uint8_t *pl = has_tseq ?
+		uint8_t *pl = shrt ?
+			flit_frame_put_hdr_short(m, topics[i], lens[i], has_ts,
+						 ts ? ts[i] : 0, tseq[i]) :
+			has_tseq ?
 			flit_frame_put_hdr_tseq(m, topics[i], lens[i], has_ts,
 						ts ? ts[i] : 0, tseq[i]) :
 			flit_frame_put_hdr(m, topics[i], lens[i], has_ts, ts ? ts[i] : 0);

@@ -42,13 +42,21 @@ enum flit_frame_type {
 				   * sequence number (a session of several
 				   * topics); without it a message's topic
 				   * sequence number is its session's */
-#define FLIT_FF_KNOWN     (FLIT_FF_TS | FLIT_FF_RETX | FLIT_FF_TSEQ)
+#define FLIT_FF_SHORT     0x0008u /* with FLIT_FF_TSEQ only: short message
+				   * headers, the topic's number in them:
+				   * topic u16, length u16, tseq u32 (8
+				   * bytes where the long form takes 16) */
+#define FLIT_FF_KNOWN     (FLIT_FF_TS | FLIT_FF_RETX | FLIT_FF_TSEQ | FLIT_FF_SHORT)
 
 #define FLIT_FRAME_HDR_LEN 24u
 #define FLIT_MSG_HDR_LEN   8u
 #define FLIT_MSG_TS_LEN    8u
 #define FLIT_MSG_TSEQ_LEN  8u
 #define FLIT_MSG_LEN_MAX   0x00ffffffu /* 24-bit payload length */
+/* what a short header (FLIT_FF_SHORT) holds */
+#define FLIT_SHORT_TOPIC_MAX 0xffffu
+#define FLIT_SHORT_LEN_MAX   0xffffu
+#define FLIT_SHORT_TSEQ_MAX  0xffffffffu
 #define FLIT_FRAME_LEN_MAX 0x7ffffff8u
 
 static inline size_t flit_align8(size_t n) { return (n + 7) & ~(size_t)7; }
@@ -61,11 +69,12 @@ static inline size_t flit_msg_wire_len(size_t len, bool ts)
 
 /* Bytes of a message's header in a frame of these DATA flags: topic and
  * length, then the send timestamp (FLIT_FF_TS), then the topic sequence
- * number (FLIT_FF_TSEQ). */
+ * number (FLIT_FF_TSEQ); a short header (FLIT_FF_SHORT) holds the topic's
+ * number in its first 8 bytes. */
 static inline uint32_t flit_msg_hdr_len(uint16_t flags)
 {
 	return FLIT_MSG_HDR_LEN + ((flags & FLIT_FF_TS) ? FLIT_MSG_TS_LEN : 0) +
-		((flags & FLIT_FF_TSEQ) ? FLIT_MSG_TSEQ_LEN : 0);
+		((flags & (FLIT_FF_TSEQ | FLIT_FF_SHORT)) == FLIT_FF_TSEQ ? FLIT_MSG_TSEQ_LEN : 0);
 }
 
 static inline uint16_t flit_ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
@@ -129,7 +138,8 @@ static inline enum flit_frame_err flit_frame_check(const void *buf, size_t bufle
 		return FLIT_FE_VERSION;
 	if (h->type != FLIT_FT_DATA)
 		return FLIT_FE_TYPE;
-	if (h->flags & ~FLIT_FF_KNOWN)
+	if ((h->flags & ~FLIT_FF_KNOWN) ||
+	    (h->flags & (FLIT_FF_SHORT | FLIT_FF_TSEQ)) == FLIT_FF_SHORT)
 		return FLIT_FE_FLAGS;
 	if (h->len < FLIT_FRAME_HDR_LEN || (h->len & 7) || h->len > buflen)
 		return FLIT_FE_LEN;
@@ -138,12 +148,18 @@ static inline enum flit_frame_err flit_frame_check(const void *buf, size_t bufle
 	 * frame, and the last one must end exactly at the frame's end. */
 	size_t off = FLIT_FRAME_HDR_LEN;
 	size_t mhdr = flit_msg_hdr_len(h->flags);
+	bool shrt = h->flags & FLIT_FF_SHORT;
 	for (unsigned i = 0; i < h->count; i++) {
 		if (h->len - off < mhdr)
 			return FLIT_FE_COUNT;
-		uint32_t lf = flit_ld32(p + off + 4);
-		if (lf > FLIT_MSG_LEN_MAX)
-			return FLIT_FE_MSG_FLAGS;
+		uint32_t lf;
+		if (shrt) {
+			lf = flit_ld16(p + off + 2);    /* no message flags */
+		} else {
+			lf = flit_ld32(p + off + 4);
+			if (lf > FLIT_MSG_LEN_MAX)
+				return FLIT_FE_MSG_FLAGS;
+		}
 		off += mhdr;
 		if (flit_align8(lf) > h->len - off)
 			return FLIT_FE_MSG_LEN;
@@ -230,6 +246,31 @@ static inline uint8_t *flit_frame_put_single_tseq(uint8_t *f, uint32_t session_i
 	return pl;
 }
 
+/* flit_frame_put_single_tseq() in short form (FLIT_FF_TSEQ | FLIT_FF_SHORT):
+ * topic, len and tseq within the FLIT_SHORT_*_MAX limits (the caller's
+ * check); the frame is FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, has_ts)
+ * bytes, as a frame of one topic. */
+static inline uint8_t *flit_frame_put_single_short(uint8_t *f, uint32_t session_id,
+						   uint64_t seq, uint32_t topic,
+						   uint32_t len, bool has_ts, uint64_t ts,
+						   uint64_t tseq)
+{
+	uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, has_ts));
+	uint8_t *pl = f + FLIT_FRAME_HDR_LEN + FLIT_MSG_HDR_LEN + (has_ts ? FLIT_MSG_TS_LEN : 0);
+
+	flit_st64(f, (uint64_t)FLIT_WIRE_MAGIC | (uint64_t)FLIT_WIRE_VERSION << 16 |
+		     (uint64_t)FLIT_FT_DATA << 24 |
+		     (uint64_t)((has_ts ? FLIT_FF_TS : 0) | FLIT_FF_TSEQ | FLIT_FF_SHORT) << 32 |
+		     1ull << 48);
+	flit_st64(f + 8, (uint64_t)flen | (uint64_t)session_id << 32);
+	flit_st64(f + 16, seq);
+	flit_st64(f + 24, (uint64_t)topic | (uint64_t)len << 16 | tseq << 32);
+	if (has_ts)
+		flit_st64(f + 32, ts);
+	flit_zero_pad(pl, len);
+	return pl;
+}
+
 /* Write a message header at msg (the frame's current end) and return the
  * payload pointer.  The caller writes `len` payload bytes there and then calls
  * flit_frame_end_msg().  ts is written only if the frame has FLIT_FF_TS. */
@@ -258,6 +299,35 @@ static inline uint8_t *flit_frame_put_hdr_tseq(uint8_t *msg, uint32_t topic,
 	return q + FLIT_MSG_TSEQ_LEN;
 }
 
+/* flit_frame_put_hdr() in a frame with FLIT_FF_TSEQ | FLIT_FF_SHORT: topic,
+ * len and tseq within the FLIT_SHORT_*_MAX limits (the caller's check). */
+static inline uint8_t *flit_frame_put_hdr_short(uint8_t *msg, uint32_t topic,
+						uint32_t len, bool has_ts,
+						uint64_t ts, uint64_t tseq)
+{
+	flit_st64(msg, (uint64_t)topic | (uint64_t)len << 16 | tseq << 32);
+	if (has_ts) {
+		flit_st64(msg + 8, ts);
+		return msg + 16;
+	}
+	return msg + 8;
+}
+
+/* A message header's payload length (as written at a claim) and its
+ * rewrite (at the commit), in a frame of these flags. */
+static inline uint32_t flit_msg_hdr_get_len(const uint8_t *msg, uint16_t flags)
+{
+	return (flags & FLIT_FF_SHORT) ? flit_ld16(msg + 2) : flit_ld32(msg + 4);
+}
+
+static inline void flit_msg_hdr_set_len(uint8_t *msg, uint16_t flags, uint32_t len)
+{
+	if (flags & FLIT_FF_SHORT)
+		flit_st16(msg + 2, (uint16_t)len);
+	else
+		flit_st32(msg + 4, len);
+}
+
 /* Account one message of `len` bytes in the frame header, zeroing the
  * padding after the payload.  Returns the new frame length. */
 static inline uint32_t flit_frame_end_msg(uint8_t *frame, uint8_t *payload,
@@ -280,7 +350,8 @@ size_t flit_frame_encode(void *buf, size_t cap, uint16_t flags,
 			 const uint32_t *lens, const uint64_t *ts);
 
 /* flit_frame_encode() with FLIT_FF_TSEQ set in flags: message i carries
- * tseq[i], its topic's sequence number. */
+ * tseq[i], its topic's sequence number; with FLIT_FF_SHORT too, in short
+ * headers (0 when a topic, length or number exceeds FLIT_SHORT_*_MAX). */
 size_t flit_frame_encode_tseq(void *buf, size_t cap, uint16_t flags,
 			      uint32_t session_id, uint64_t seq, unsigned n,
 			      const uint32_t *topics, const void *const *payloads,
@@ -301,7 +372,7 @@ struct flit_wmsg {
 struct flit_frame_iter {
 	const uint8_t *p;
 	unsigned left;
-	bool ts, tseq;
+	bool ts, tseq, shrt;
 	uint64_t seq;
 };
 
@@ -313,6 +384,7 @@ static inline void flit_frame_iter_init(struct flit_frame_iter *it,
 	it->left = h->count;
 	it->ts = h->flags & FLIT_FF_TS;
 	it->tseq = h->flags & FLIT_FF_TSEQ;
+	it->shrt = h->flags & FLIT_FF_SHORT;
 	it->seq = h->seq;
 }
 
@@ -323,9 +395,15 @@ static inline bool flit_frame_iter_next(struct flit_frame_iter *it,
 	if (!it->left)
 		return false;
 	const uint8_t *p = it->p;
-	m->topic = flit_ld32(p);
-	m->len = flit_ld32(p + 4);
+	uint64_t w = flit_ld64(p);
 	m->seq = it->seq++;
+	if (it->shrt) {
+		m->topic = (uint32_t)(w & 0xffff);
+		m->len = (uint32_t)(w >> 16 & 0xffff);
+	} else {
+		m->topic = (uint32_t)w;
+		m->len = (uint32_t)(w >> 32);
+	}
 	if (it->ts) {
 		m->ts = flit_ld64(p + 8);
 		m->data = p + 16;
@@ -333,7 +411,9 @@ static inline bool flit_frame_iter_next(struct flit_frame_iter *it,
 		m->ts = 0;
 		m->data = p + 8;
 	}
-	if (it->tseq) {
+	if (it->shrt) {
+		m->tseq = w >> 32;
+	} else if (it->tseq) {
 		m->tseq = flit_ld64(m->data);
 		m->data += FLIT_MSG_TSEQ_LEN;
 	} else {

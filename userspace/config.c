@@ -92,6 +92,11 @@ static const char *const udp_mode_names[] = {
 	[FLIT_UDP_UNICAST] = "unicast",
 	NULL,
 };
+static const char *const udp_topic_numbers_names[] = {
+	[FLIT_UDP_TSEQ_SHORT] = "short",
+	[FLIT_UDP_TSEQ_LONG] = "long",
+	NULL,
+};
 static const char *const udp_backend_names[] = { "sockets", "io_uring", NULL };
 static const char *const udp_uring_send_names[] = { "socket", "ring", NULL };
 static const char *const udp_uring_recv_names[] = { "recvmsg", "poll", NULL };
@@ -476,6 +481,9 @@ static const struct cfg_key keys[] = {
 	{ .name = "source.udp.hb_max_ms", .scope = SCOPE_SOURCE, .type = T_U32,
 	  .def = "1000", FIELD(flit_cfg_source, udp_hb_max_ms),
 	  .min = 1, .max = 600000 },
+	{ .name = "source.udp.topic_numbers", .scope = SCOPE_SOURCE, .type = T_ENUM,
+	  .def = "short", FIELD(flit_cfg_source, udp_topic_numbers),
+	  .names = udp_topic_numbers_names },
 	{ .name = "source.rdma.mode", .scope = SCOPE_SOURCE, .type = T_ENUM,
 	  .def = "send", FIELD(flit_cfg_source, rdma_mode),
 	  .names = rdma_mode_names },

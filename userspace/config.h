@@ -35,6 +35,11 @@ enum flit_udp_mode {
 	FLIT_UDP_UNICAST = 1,
 };
 
+enum flit_udp_topic_numbers {
+	FLIT_UDP_TSEQ_SHORT = 0, /* 8-byte message headers, the number in them (FLIT_FF_SHORT) */
+	FLIT_UDP_TSEQ_LONG = 1,  /* 16-byte headers: for receivers older than short headers */
+};
+
 enum flit_udp_ts {
 	FLIT_UDP_TS_OFF = 0,
 	FLIT_UDP_TS_SOFTWARE = 1,
@@ -137,6 +142,7 @@ struct flit_cfg_source {
 	uint32_t udp_retain_ms;        /* source.udp.retain_ms = 5000 */
 	uint32_t udp_hb_min_ms;        /* source.udp.hb_min_ms = 5 */
 	uint32_t udp_hb_max_ms;        /* source.udp.hb_max_ms = 1000 */
+	int udp_topic_numbers;         /* source.udp.topic_numbers = short (short|long): how a message of a session of several topics carries its topic's number */
 	int rdma_mode;                 /* source.rdma.mode = send (send|write|multicast): SEND/RECV, RDMA WRITE with immediate, or UD multicast */
 	uint32_t rdma_frame_max;       /* source.rdma.frame_max = 8K: largest frame (a receiver's buffers must hold it) */
 	uint32_t rdma_slots;           /* source.rdma.slots = 64: frames in flight per source (power of 2, 8..4096) */

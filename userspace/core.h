@@ -186,6 +186,10 @@ int flit_rx_session_loss(struct flit_rx_session *rs, uint64_t first, uint64_t n)
  * Returns events (0). */
 int flit_rx_session_skip(struct flit_rx_session *rs, uint64_t first, uint64_t n);
 
+/* The transport's source under a publisher (for the library and its
+ * tests: not in include/flit). */
+struct flit_tsrc *flit_pub_tsrc(flit_pub *pub);
+
 /* The default frame handler (arg = the context). */
 int flit_rx_frame(void *arg, struct flit_rx_session *rs, const void *frame,
 		  size_t len);

@@ -515,6 +515,11 @@ uint64_t flit_pub_next_seq(const flit_pub *pub)
 	return pub->ops->next_seq(pub->src);
 }
 
+struct flit_tsrc *flit_pub_tsrc(flit_pub *pub)
+{
+	return pub->src;
+}
+
 const char *flit_pub_topic(const flit_pub *pub)
 {
 	return pub->topic;

@@ -76,6 +76,9 @@ static void check_accepted(uint8_t *buf, size_t size,
 		CHECK(m.data == buf + wire + flit_msg_hdr_len(h->flags));
 		if (!tq)
 			CHECK(m.tseq == m.seq);
+		if (h->flags & FLIT_FF_SHORT)
+			CHECK(tq && m.topic <= FLIT_SHORT_TOPIC_MAX && m.len <= FLIT_SHORT_LEN_MAX &&
+			      m.tseq <= FLIT_SHORT_TSEQ_MAX);
 		CHECK(m.data >= buf + FLIT_FRAME_HDR_LEN && m.data <= end);
 		CHECK((size_t)(end - m.data) >= flit_align8(m.len));
 		if (!ts)

@@ -48,6 +48,7 @@ local F = {
 	flag_ts    = ProtoField.bool("flit.flags.ts", "Send timestamps (FLIT_FF_TS)", 16, nil, 0x0001),
 	flag_retx  = ProtoField.bool("flit.flags.retx", "Retransmission (FLIT_FF_RETX)", 16, nil, 0x0002),
 	flag_tseq  = ProtoField.bool("flit.flags.tseq", "Topic sequence numbers (FLIT_FF_TSEQ)", 16, nil, 0x0004),
+	flag_short = ProtoField.bool("flit.flags.short", "Short message headers (FLIT_FF_SHORT)", 16, nil, 0x0008),
 	flag_end   = ProtoField.bool("flit.flags.end", "End of session (FLIT_HBF_END)", 16, nil, 0x0001),
 	flag_leave = ProtoField.bool("flit.flags.leave", "Leave (FLIT_JF_LEAVE)", 16, nil, 0x0001),
 	flag_late  = ProtoField.bool("flit.flags.late", "Late join: answer with LATE", 16, nil, 0x0002),
@@ -231,7 +232,8 @@ end
 local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 	local ts = flags % 2 == 1
 	local tseq = flags % 8 >= 4
-	local mh = 8 + (ts and 8 or 0) + (tseq and 8 or 0)
+	local short = flags % 16 >= 8     -- with tseq: the number in an 8-byte header
+	local mh = 8 + (ts and 8 or 0) + ((tseq and not short) and 8 or 0)
 	local off = HDR
 	local lens = {}
 	for i = 0, count - 1 do
@@ -240,28 +242,42 @@ local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 				i, count, mh, flen - off)
 			return
 		end
-		local topic = tvb(off, 4):le_uint()
-		local lf = tvb(off + 4, 4):le_uint()
-		local L = lf % 0x1000000
-		local mflags = math.floor(lf / 0x1000000)
+		local topic, L, mflags, tsq
+		if short then
+			topic = tvb(off, 2):le_uint()
+			L = tvb(off + 2, 2):le_uint()
+			mflags = 0
+			tsq = tvb(off + 4, 4):le_uint64()
+		else
+			topic = tvb(off, 4):le_uint()
+			local lf = tvb(off + 4, 4):le_uint()
+			L = lf % 0x1000000
+			mflags = math.floor(lf / 0x1000000)
+			tsq = tseq and tvb(off + mh - 8, 8):le_uint64() or nil
+		end
 		local fits = align8(L) <= flen - off - mh
 		local st = tree:add(F.msg, tvb(off, fits and mh + align8(L) or flen - off))
 		local mseq = seq + i
-		local tsq = tseq and tvb(off + mh - 8, 8):le_uint64() or nil
 		st:set_text(string.format("Message %d: seq %s, topic %d%s, %d byte%s", i, tostring(mseq), topic,
 			tsq and (" #" .. tostring(tsq)) or "", L, L == 1 and "" or "s"))
 		st:add(F.msg_seq, tvb(off, mh), mseq):set_generated()
-		st:add_le(F.msg_topic, tvb(off, 4))
+		local tw = short and 2 or 4
+		st:add(F.msg_topic, tvb(off, tw), topic)
 		local tname = topic_names[string.format("%08x:%d", session, topic)]
 		if tname then
-			st:add(F.msg_tname, tvb(off, 4), tname):set_generated()
+			st:add(F.msg_tname, tvb(off, tw), tname):set_generated()
 			st:append_text(" (" .. tname .. ")")
 		end
-		st:add_le(F.msg_len, tvb(off + 4, 4))
-		local fit = st:add_le(F.msg_flags, tvb(off + 4, 4))
-		if mflags ~= 0 then
-			bad(fit, "reserved message flags 0x%02x set (FLIT_FE_MSG_FLAGS)", mflags)
-			return
+		if short then
+			st:add(F.msg_len, tvb(off + 2, 2), L)
+			st:add(F.msg_tseq, tvb(off + 4, 4), tsq)
+		else
+			st:add_le(F.msg_len, tvb(off + 4, 4))
+			local fit = st:add_le(F.msg_flags, tvb(off + 4, 4))
+			if mflags ~= 0 then
+				bad(fit, "reserved message flags 0x%02x set (FLIT_FE_MSG_FLAGS)", mflags)
+				return
+			end
 		end
 		if ts then
 			local t = tvb(off + 8, 8):le_uint64()
@@ -272,7 +288,7 @@ local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 				st:add(F.msg_time, tvb(off + 8, 8), NSTime.new(secs, ns))
 			end
 		end
-		if tseq then
+		if tseq and not short then
 			st:add_le(F.msg_tseq, tvb(off + mh - 8, 8))
 		end
 		off = off + mh
@@ -299,7 +315,7 @@ local function dissect_data(tvb, pinfo, tree, flags, count, flen, session, seq)
 		info = info .. string.format("seq %s..%s, %d messages", tostring(seq), tostring(seq + (count - 1)), count)
 	end
 	if ts then info = info .. ", timestamps" end
-	if tseq then info = info .. ", topic numbers" end
+	if tseq then info = info .. (short and ", topic numbers (short headers)" or ", topic numbers") end
 	if flags >= 2 and flags % 4 >= 2 then
 		info = info .. ", RETX"
 		tree:add_proto_expert_info(E.retx)
@@ -504,7 +520,8 @@ local function dissect_frame(tvb, pinfo, root)
 		fit:add_le(F.flag_ts, tvb(4, 2))
 		fit:add_le(F.flag_retx, tvb(4, 2))
 		fit:add_le(F.flag_tseq, tvb(4, 2))
-		allowed = 7
+		fit:add_le(F.flag_short, tvb(4, 2))
+		allowed = 15
 	elseif ftype == 2 then
 		fit:add_le(F.flag_end, tvb(4, 2))
 		allowed = 1
@@ -529,6 +546,11 @@ local function dissect_frame(tvb, pinfo, root)
 	if flags - flags % (allowed + 1) ~= 0 then
 		bad(fit, "flags 0x%04x: only 0x%04x allowed for %s (FLIT_FE_FLAGS); the layout cannot be trusted",
 			flags, allowed, tname)
+		return
+	end
+	if ftype == 1 and flags % 16 >= 8 and flags % 8 < 4 then
+		bad(fit, "flags 0x%04x: short headers (0x0008) without topic numbers (0x0004) (FLIT_FE_FLAGS); the layout cannot be trusted",
+			flags)
 		return
 	end
 

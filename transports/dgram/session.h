@@ -258,6 +258,10 @@ struct usess {
 	bool ts, batching;
 	bool tseq;                   /* several topics (once a second joined): every
 				      * message carries its topic's number */
+	bool short_hdr;              /* ... in short headers (FLIT_FF_SHORT):
+				      * source.udp.topic_numbers = short, until a
+				      * topic's number passes 2^32 - 1 (then
+				      * long headers for good) */
 	uint32_t max_dgram, batch_min;
 	uint64_t batch_ivl, batch_t0;
 	uint8_t *buf;                /* the frame being built */

@@ -107,10 +107,26 @@ static uint32_t max_msg_of(const struct usess *s)
 	return room & ~7u;
 }
 
-/* The frame being built carries topic numbers. */
-static bool frame_tseq(const struct usess *s)
+/* The DATA flags of the session's next frame. */
+static uint16_t data_flags(const struct usess *s)
 {
-	return flit_ld16(s->buf + 4) & FLIT_FF_TSEQ;
+	return (uint16_t)((s->ts ? FLIT_FF_TS : 0) |
+			  (s->tseq ? FLIT_FF_TSEQ | (s->short_hdr ? FLIT_FF_SHORT : 0) : 0));
+}
+
+/* The flags of the frame being built. */
+static uint16_t frame_flags(const struct usess *s)
+{
+	return flit_ld16(s->buf + 4);
+}
+
+/* Topic t is about to send: a number a short header cannot hold ends the
+ * short headers of its session for good (a frame open in short form goes
+ * as it is, the next in long form).  Lock held. */
+static inline void tseq_form(struct usess *s, const struct utopic *t)
+{
+	if (FLIT_UNLIKELY(s->short_hdr && t->next_tseq > FLIT_SHORT_TSEQ_MAX))
+		s->short_hdr = false;
 }
 
 /* Topic t's next message goes with session number seq: its number is
@@ -135,8 +151,11 @@ static uint8_t *put_msg_hdr(struct usess *s, struct utopic *t, uint8_t *msg,
 			    uint32_t len, uint64_t tsv, bool take)
 {
 	uint64_t n = take ? take_tseq(t, s->next_seq) : t->next_tseq;
+	uint16_t fl = frame_flags(s);
 
-	if (frame_tseq(s))
+	if (fl & FLIT_FF_SHORT)
+		return flit_frame_put_hdr_short(msg, t->idx, len, s->ts, tsv, n);
+	if (fl & FLIT_FF_TSEQ)
 		return flit_frame_put_hdr_tseq(msg, t->idx, len, s->ts, tsv, n);
 	return flit_frame_put_hdr(msg, t->idx, len, s->ts, tsv);
 }
@@ -175,9 +194,12 @@ int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw)
  * none is open.  0, FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
 static int src_make_room(struct usess *s, size_t len, uint64_t now)
 {
-	/* a frame begun before a second topic joined goes as it is */
-	if (s->count && (s->flen + flit_msg_wire_len(len, s->ts) + FLIT_MSG_TSEQ_LEN > s->max_dgram ||
-			 frame_tseq(s) != s->tseq)) {
+	uint16_t fl = data_flags(s);
+
+	/* a frame begun before a second topic joined (or before the short
+	 * headers ended) goes as it is */
+	if (s->count && (s->flen + flit_msg_hdr_len(fl) + flit_align8(len) > s->max_dgram ||
+			 frame_flags(s) != fl)) {
 		int r = dg_src_flush_locked(s, now, false);
 		if (r)
 			return r;
@@ -185,8 +207,7 @@ static int src_make_room(struct usess *s, size_t len, uint64_t now)
 	if (s->mode == FLIT_MODE_UNICAST && !s->nrcv)
 		return FLIT_NOT_CONNECTED;
 	if (!s->count) {
-		flit_frame_begin(s->buf, FLIT_FT_DATA, (s->ts ? FLIT_FF_TS : 0) |
-				 (s->tseq ? FLIT_FF_TSEQ : 0), s->session, s->next_seq);
+		flit_frame_begin(s->buf, FLIT_FT_DATA, fl, s->session, s->next_seq);
 		s->flen = FLIT_FRAME_HDR_LEN;
 		s->batch_t0 = now;
 	}
@@ -248,12 +269,17 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		src_unlock(s);
 		return FLIT_BACK_PRESSURED;
 	}
+	tseq_form(s, t);
 	if (!s->batching) {
 		uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, s->ts));
 		uint8_t *pl;
 		if (FLIT_LIKELY(!s->tseq)) {
 			pl = flit_frame_put_single(s->buf, s->session, s->next_seq, t->idx,
 						   (uint32_t)len, s->ts, tsv);
+		} else if (s->short_hdr) {
+			pl = flit_frame_put_single_short(s->buf, s->session, s->next_seq, t->idx,
+							 (uint32_t)len, s->ts, tsv,
+							 t->next_tseq);
 		} else {
 			flen += FLIT_MSG_TSEQ_LEN;
 			pl = flit_frame_put_single_tseq(s->buf, s->session, s->next_seq, t->idx,
@@ -322,6 +348,7 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 				s->claimer == t ? "" : " by another publisher of its session");
 	}
 	now = mono();
+	tseq_form(s, t);
 	int r = src_make_room(s, len, now);
 	if (r) {
 		src_unlock(s);
@@ -348,14 +375,15 @@ int dg_commit(struct flit_tsrc *ts, size_t len)
 		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: commit without claim", t->topic);
 	}
-	uint8_t *mh = s->claim_pl - flit_msg_hdr_len(flit_ld16(s->buf + 4));
-	uint32_t claimed_len = flit_ld32(mh + 4);
+	uint16_t fl = frame_flags(s);
+	uint8_t *mh = s->claim_pl - flit_msg_hdr_len(fl);
+	uint32_t claimed_len = flit_msg_hdr_get_len(mh, fl);
 	if (len > claimed_len) {
 		src_unlock(s);
 		return flit_err(EINVAL, "udp: %s: commit of %zu bytes exceeds the claim of %u",
 				t->topic, len, claimed_len);
 	}
-	flit_st32(mh + 4, (uint32_t)len);
+	flit_msg_hdr_set_len(mh, fl, (uint32_t)len);
 	s->claimed = false;
 	s->claimer = NULL;
 	take_tseq(t, s->next_seq);      /* the number its header carries */

@@ -403,11 +403,12 @@ static void cfg_key(const struct flit_cfg_source *c, char *buf, size_t len)
 {
 	snprintf(buf, len, "mode %d group %s port %u ctl_port %u max_datagram %u batch %d batch_min %u "
 		 "batch_interval_us %u rate_limit %llu retx_rate_limit %llu retain %llu retain_ms %u "
-		 "hb %u..%u timestamps %d late_join %u",
+		 "hb %u..%u timestamps %d late_join %u topic_numbers %d",
 		 c->udp_mode, c->udp_group, c->udp_port, c->udp_ctl_port, c->udp_max_datagram, c->batch,
 		 c->udp_batch_min, c->udp_batch_interval_us, (unsigned long long)c->udp_rate_limit,
 		 (unsigned long long)c->udp_retx_rate_limit, (unsigned long long)c->udp_retain,
-		 c->udp_retain_ms, c->udp_hb_min_ms, c->udp_hb_max_ms, c->timestamps, c->late_join);
+		 c->udp_retain_ms, c->udp_hb_min_ms, c->udp_hb_max_ms, c->timestamps, c->late_join,
+		 c->udp_topic_numbers);
 }
 
 /* Topic t joins session s (lock held): the next index, its page advertised
@@ -556,6 +557,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	s->late_join = cfg->late_join;
 	s->ts = cfg->timestamps;
 	s->batching = cfg->batch;
+	/* a short header's length holds any datagram's message */
+	s->short_hdr = cfg->udp_topic_numbers == FLIT_UDP_TSEQ_SHORT;
 	s->max_dgram = cfg->udp_max_datagram & ~7u;
 	if (tp->ud && s->max_dgram > tp->ud_max)
 		s->max_dgram = tp->ud_max & ~7u; /* a frame is one UD datagram */
