@@ -47,11 +47,12 @@ struct flit_ctx {
 };
 
 struct flit_pub {
-	flit_ctx *ctx;
+	/* what a send reads, in its first line (flit_calloc_line) */
 	const struct flit_transport_ops *ops;
 	struct flit_tsrc *src;
+	struct flit_stats_pub st;    /* its tick first */
+	flit_ctx *ctx;
 	flit_pub *next, *prev;
-	struct flit_stats_pub st;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
 
@@ -426,7 +427,7 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
 		return flit_null(-err);
 
-	pub = calloc(1, sizeof(*pub));
+	pub = flit_calloc_line(sizeof(*pub));
 	if (!pub)
 		return flit_err_null(ENOMEM, "flit_pub_new: out of memory");
 	pub->ctx = ctx;
@@ -765,10 +766,12 @@ int flit_rx_session_topic(struct flit_rx_session *rs, uint32_t idx,
 		uint32_t cap = rs->captopics ? rs->captopics : 4;
 		while (cap <= idx)
 			cap *= 2;
-		struct flit_rx_topic *t = realloc(rs->topics, (size_t)cap * sizeof(*t));
+		struct flit_rx_topic *t = flit_calloc_line((size_t)cap * sizeof(*t));
 		if (!t)
 			return flit_err(ENOMEM, "session: out of memory");
-		memset(t + rs->captopics, 0, (cap - rs->captopics) * sizeof(*t));
+		if (rs->captopics)
+			memcpy(t, rs->topics, rs->captopics * sizeof(*t));
+		free(rs->topics);
 		rs->topics = t;
 		rs->captopics = cap;
 	}

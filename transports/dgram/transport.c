@@ -479,7 +479,7 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	if (tp->ud_mode && cfg->udp_mode == FLIT_UDP_UNICAST)
 		return flit_err(EINVAL, "rdma multicast sends to a group: source.udp.mode = unicast does not "
 				"apply (source.rdma.mode = send or write: a connection per receiver)");
-	t = calloc(1, sizeof(*t));
+	t = flit_calloc_line(sizeof(*t));
 	if (!t)
 		return flit_err(ENOMEM, "udp: out of memory");
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);

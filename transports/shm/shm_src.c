@@ -344,7 +344,7 @@ static int sess_new(struct flit_tp *tp, struct shm_topic *t, const struct flit_c
 int shm_src_open(struct flit_tp *tp, const char *topic,
 		 const struct flit_cfg_source *cfg, struct flit_tsrc **out)
 {
-	struct shm_topic *t = calloc(1, sizeof(*t));
+	struct shm_topic *t = flit_calloc_line(sizeof(*t));
 	struct shm_sess *s;
 	char key[SESS_CFGKEY_MAX];
 	int err;
