@@ -327,8 +327,13 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		count(FLIT_XDP_WALK_LIMIT);
 		return FLIT_XDP_REDIRECTED;
 	}
-	bool shrt = flags & FLIT_F_SHORT;
-	__u32 mh = 8 + ((flags & FLIT_F_TS) ? 8 : 0) + ((flags & FLIT_F_TSEQ) && !shrt ? 8 : 0);
+	/* short headers (FLIT_F_SHORT): topic and length in the first word,
+	 * the number in the second.  Chosen by masks, not branches: a branch
+	 * in the walk would have the verifier walk both ways each message
+	 * (4x the instructions verified, minutes under 6.1 in a slow guest) */
+	__u32 sbit = (flags >> 3) & 1;
+	__u32 sm = -sbit;                       /* all ones when short */
+	__u32 mh = 8 + ((flags & FLIT_F_TS) << 3) + ((((flags >> 2) & 1) & ~sbit) << 3);
 	__u32 off = FLIT_HDR_LEN;       /* of the next message, in the frame */
 	struct flit_xdp_topic_key tkey = { .session = session };
 
@@ -346,16 +351,11 @@ static __always_inline __u32 classify(struct xdp_md *ctx, __u32 *slot_base)
 		__u32 *m = (void *)fh + (off & WALK_BYTES_MAX);
 		if ((void *)(m + 2) > data_end)  /* flen <= plen: never taken */
 			return FLIT_XDP_MALFORMED;
-		__u32 lf, w0 = m[0];
-		if (shrt) {
-			lf = w0 >> 16;          /* no message flags */
-			tkey.topic = w0 & 0xffff;
-		} else {
-			lf = m[1];
-			if (lf > FLIT_MSG_LEN_MAX)
-				return FLIT_XDP_MALFORMED;
-			tkey.topic = w0;
-		}
+		__u32 w0 = m[0];
+		__u32 lf = (m[1] & ~sm) | ((w0 >> 16) & sm); /* short: no message flags */
+		if (lf > FLIT_MSG_LEN_MAX)
+			return FLIT_XDP_MALFORMED;
+		tkey.topic = w0 & (~sm | 0xffff);
 		off += mh + ((lf + 7) & ~7u);
 		if (off > flen)
 			return FLIT_XDP_MALFORMED;

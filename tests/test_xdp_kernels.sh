@@ -51,6 +51,7 @@ if [ "${1:-}" = --suite ]; then
 
 	echo "== test_xdp_prog"
 	if "$ROOT/$BUILD/tests/test_xdp_prog" >"$tmp/prog.log" 2>&1; then
+		grep -m1 '^flit_xdp_steer:' "$tmp/prog.log" | sed 's/^/# /'
 		ok "test_xdp_prog: $(grep -c '^\[       OK \]' "$tmp/prog.log") cases pass" \
 		   "($(grep -c '^\[  SKIPPED \]' "$tmp/prog.log" | awk '{ print $1 - 1 < 0 ? 0 : $1 - 1 }') skipped)"
 	else
