@@ -195,11 +195,29 @@ static inline void flit_zero_pad(uint8_t *pl, uint32_t len)
 		flit_st64(pl + (len & ~7u), 0);
 }
 
+/* The one-message DATA frame of the three writers below: its header (flags,
+ * flen bytes), the message's first word w0 and timestamp, the padding word
+ * after the `len` payload bytes at pl zeroed.  A handful of 64-bit stores. */
+static inline uint8_t *flit_frame_put_one_(uint8_t *f, uint16_t flags, uint32_t flen,
+					   uint32_t session_id, uint64_t seq, uint64_t w0,
+					   bool has_ts, uint64_t ts, uint8_t *pl, uint32_t len)
+{
+	flit_st64(f, (uint64_t)FLIT_WIRE_MAGIC | (uint64_t)FLIT_WIRE_VERSION << 16 |
+		     (uint64_t)FLIT_FT_DATA << 24 | (uint64_t)flags << 32 | 1ull << 48);
+	flit_st64(f + 8, (uint64_t)flen | (uint64_t)session_id << 32);
+	flit_st64(f + 16, seq);
+	flit_st64(f + 24, w0);
+	if (has_ts)
+		flit_st64(f + 32, ts);
+	flit_zero_pad(pl, len);
+	return pl;
+}
+
 /* Write the header of a complete one-message DATA frame at f (8-aligned) and
  * return the payload pointer; the frame is FLIT_FRAME_HDR_LEN +
  * flit_msg_wire_len(len, ts) bytes.  The padding word after the payload is
  * zeroed here, so the caller just copies `len` bytes.  Hot path of every
- * unbatched send: a handful of 64-bit stores. */
+ * unbatched send. */
 static inline uint8_t *flit_frame_put_single(uint8_t *f, uint32_t session_id,
 					     uint64_t seq, uint32_t topic,
 					     uint32_t len, bool has_ts, uint64_t ts)
@@ -207,16 +225,8 @@ static inline uint8_t *flit_frame_put_single(uint8_t *f, uint32_t session_id,
 	uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, has_ts));
 	uint8_t *pl = f + FLIT_FRAME_HDR_LEN + FLIT_MSG_HDR_LEN + (has_ts ? FLIT_MSG_TS_LEN : 0);
 
-	flit_st64(f, (uint64_t)FLIT_WIRE_MAGIC | (uint64_t)FLIT_WIRE_VERSION << 16 |
-		     (uint64_t)FLIT_FT_DATA << 24 |
-		     (uint64_t)(has_ts ? FLIT_FF_TS : 0) << 32 | 1ull << 48);
-	flit_st64(f + 8, (uint64_t)flen | (uint64_t)session_id << 32);
-	flit_st64(f + 16, seq);
-	flit_st64(f + 24, (uint64_t)topic | (uint64_t)len << 32);
-	if (has_ts)
-		flit_st64(f + 32, ts);
-	flit_zero_pad(pl, len);
-	return pl;
+	return flit_frame_put_one_(f, has_ts ? FLIT_FF_TS : 0, flen, session_id, seq,
+				   (uint64_t)topic | (uint64_t)len << 32, has_ts, ts, pl, len);
 }
 
 /* flit_frame_put_single() for a session of several topics: the frame has
@@ -233,17 +243,10 @@ static inline uint8_t *flit_frame_put_single_tseq(uint8_t *f, uint32_t session_i
 				   FLIT_MSG_TSEQ_LEN);
 	uint8_t *pl = f + FLIT_FRAME_HDR_LEN + mh + FLIT_MSG_TSEQ_LEN;
 
-	flit_st64(f, (uint64_t)FLIT_WIRE_MAGIC | (uint64_t)FLIT_WIRE_VERSION << 16 |
-		     (uint64_t)FLIT_FT_DATA << 24 |
-		     (uint64_t)((has_ts ? FLIT_FF_TS : 0) | FLIT_FF_TSEQ) << 32 | 1ull << 48);
-	flit_st64(f + 8, (uint64_t)flen | (uint64_t)session_id << 32);
-	flit_st64(f + 16, seq);
-	flit_st64(f + 24, (uint64_t)topic | (uint64_t)len << 32);
-	if (has_ts)
-		flit_st64(f + 32, ts);
 	flit_st64(f + FLIT_FRAME_HDR_LEN + mh, tseq);
-	flit_zero_pad(pl, len);
-	return pl;
+	return flit_frame_put_one_(f, (uint16_t)((has_ts ? FLIT_FF_TS : 0) | FLIT_FF_TSEQ), flen,
+				   session_id, seq, (uint64_t)topic | (uint64_t)len << 32,
+				   has_ts, ts, pl, len);
 }
 
 /* flit_frame_put_single_tseq() in short form (FLIT_FF_TSEQ | FLIT_FF_SHORT):
@@ -258,17 +261,10 @@ static inline uint8_t *flit_frame_put_single_short(uint8_t *f, uint32_t session_
 	uint32_t flen = (uint32_t)(FLIT_FRAME_HDR_LEN + flit_msg_wire_len(len, has_ts));
 	uint8_t *pl = f + FLIT_FRAME_HDR_LEN + FLIT_MSG_HDR_LEN + (has_ts ? FLIT_MSG_TS_LEN : 0);
 
-	flit_st64(f, (uint64_t)FLIT_WIRE_MAGIC | (uint64_t)FLIT_WIRE_VERSION << 16 |
-		     (uint64_t)FLIT_FT_DATA << 24 |
-		     (uint64_t)((has_ts ? FLIT_FF_TS : 0) | FLIT_FF_TSEQ | FLIT_FF_SHORT) << 32 |
-		     1ull << 48);
-	flit_st64(f + 8, (uint64_t)flen | (uint64_t)session_id << 32);
-	flit_st64(f + 16, seq);
-	flit_st64(f + 24, (uint64_t)topic | (uint64_t)len << 16 | tseq << 32);
-	if (has_ts)
-		flit_st64(f + 32, ts);
-	flit_zero_pad(pl, len);
-	return pl;
+	return flit_frame_put_one_(f, (uint16_t)((has_ts ? FLIT_FF_TS : 0) | FLIT_FF_TSEQ |
+						 FLIT_FF_SHORT), flen, session_id, seq,
+				   (uint64_t)topic | (uint64_t)len << 16 | tseq << 32,
+				   has_ts, ts, pl, len);
 }
 
 /* Write a message header at msg (the frame's current end) and return the
