@@ -98,8 +98,16 @@ static const char *const udp_topic_numbers_names[] = {
 	NULL,
 };
 static const char *const udp_backend_names[] = { "sockets", "io_uring", NULL };
-static const char *const udp_uring_send_names[] = { "socket", "ring", NULL };
-static const char *const udp_uring_recv_names[] = { "recvmsg", "poll", NULL };
+static const char *const udp_uring_send_names[] = {
+	[FLIT_UDP_URING_SEND_SOCKET] = "socket",
+	[FLIT_UDP_URING_SEND_RING] = "ring",
+	NULL,
+};
+static const char *const udp_uring_recv_names[] = {
+	[FLIT_UDP_URING_RECV_RECVMSG] = "recvmsg",
+	[FLIT_UDP_URING_RECV_POLL] = "poll",
+	NULL,
+};
 static const char *const udp_ts_names[] = { "off", "software", "hardware", NULL };
 static const char *const udp_service_names[] = { "thread", "poll", NULL };
 

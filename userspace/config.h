@@ -35,6 +35,16 @@ enum flit_udp_mode {
 	FLIT_UDP_UNICAST = 1,
 };
 
+enum flit_udp_uring_send {
+	FLIT_UDP_URING_SEND_SOCKET = 0, /* sendmmsg on the socket, the ring untouched */
+	FLIT_UDP_URING_SEND_RING = 1,   /* SEND requests through the ring */
+};
+
+enum flit_udp_uring_recv {
+	FLIT_UDP_URING_RECV_RECVMSG = 0, /* a multishot RECVMSG into provided buffers */
+	FLIT_UDP_URING_RECV_POLL = 1,    /* readiness by a multishot poll, recvmmsg */
+};
+
 enum flit_udp_topic_numbers {
 	FLIT_UDP_TSEQ_SHORT = 0, /* 8-byte message headers, the number in them (FLIT_FF_SHORT) */
 	FLIT_UDP_TSEQ_LONG = 1,  /* 16-byte headers: for receivers older than short headers */

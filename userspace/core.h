@@ -25,6 +25,8 @@ struct flit_tp;   /* a transport's per-context state */
 struct flit_tsrc; /* a transport's per-publisher state */
 struct flit_rx_session;
 struct flit_tx_stamp;    /* include/flit/tstamp.h */
+struct flit_res_ad;
+struct flit_ts_status;
 
 /* Zeroed memory on a cache line of its own: a publisher's hot state, read
  * on every send, is one line (not two) whichever of 100,000 it is.  free(). */
@@ -37,8 +39,6 @@ static inline void *flit_calloc_line(size_t size)
 		memset(p, 0, n);
 	return p;
 }
-struct flit_res_ad;
-struct flit_ts_status;
 
 /* Frame handler: a transport's poll calls it for each frame received.
  * Returns the number of messages and events delivered, or -EBADMSG when the

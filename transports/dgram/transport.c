@@ -181,8 +181,8 @@ static int tp_open(struct flit_ctx *ctx, int path, struct flit_tp **out)
 		.batch = cc->udp_rx_batch,
 		.dgram_max = RX_DGRAM_MAX,
 		.timestamps = cc->udp_timestamps != FLIT_UDP_TS_OFF,
-		.uring_ring_send = cc->udp_uring_send == 1,
-		.uring_poll_recv = cc->udp_uring_recv == 1,
+		.uring_ring_send = cc->udp_uring_send == FLIT_UDP_URING_SEND_RING,
+		.uring_poll_recv = cc->udp_uring_recv == FLIT_UDP_URING_RECV_POLL,
 	};
 	if (cc->udp_impair[0] && (err = flit_dgram_impair_parse(cc->udp_impair, &tp->iocfg.impair)))
 		goto fail;
