@@ -459,6 +459,7 @@ static void tick_reads_the_clock_rarely(void **state)
 	struct flit_cfg cfg;
 	struct flit_cfg_context cc;
 	struct flit_stats_tick t;
+	struct flit_stats_when when;
 	char text[512];
 	unsigned checks = 0, due = 0;
 	uint64_t now;
@@ -470,11 +471,11 @@ static void tick_reads_the_clock_rarely(void **state)
 	assert_int_equal(flit_cfg_context(&cfg, &cc), 0);
 	struct flit_stats *st = flit_stats_open(&cc);
 	assert_true(flit_stats_on(st));
-	flit_stats_tick_init(st, &t);
+	flit_stats_tick_init(st, &t, &when);
 	for (unsigned i = 0; i < 4000000; i++)
 		if (flit_stats_tick_hit(&t)) {
 			checks++;
-			due += flit_stats_tick_due(st, &t, 1, &now);
+			due += flit_stats_tick_due(st, &t, &when, 1, &now);
 		}
 	assert_true(due >= 1);      /* the first call */
 	assert_true(checks < 20000); /* 10 doublings, then one per 1024 calls */
@@ -487,6 +488,7 @@ static void tick_reads_the_clock_rarely(void **state)
 struct writer {
 	struct flit_stats *st;
 	struct flit_stats_pub p;
+	struct flit_stats_tick tick;
 	volatile int stop;
 	uint64_t writes;
 };
@@ -534,7 +536,7 @@ static void reader_racing_a_writer_never_sees_a_torn_row(void **state)
 	assert_true(flit_stats_on(w.st));
 	assert_true(flit_stats_path(w.st, path, sizeof(path)) > 0);
 	flit_stats_transport_write(w.st, 0, "shm", "shm", 1);
-	flit_stats_pub_add(w.st, &w.p, 0, "shm", "race");
+	flit_stats_pub_add(w.st, &w.p, &w.tick, 0, "shm", "race");
 	assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
 	end = tl_now_ms() + 1500;
 	while ((reads < 3000 || w.writes < 100000) && tl_now_ms() < end) {

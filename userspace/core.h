@@ -40,6 +40,11 @@ static inline void *flit_calloc_line(size_t size)
 	return p;
 }
 
+/* The bytes of a source held by its publisher (flit_transport_ops.src_size)
+ * that share the line of the publisher's ops, source pointer and stats
+ * tick (userspace/ctx.c). */
+#define FLIT_SRC_HOT 40u
+
 /* Frame handler: a transport's poll calls it for each frame received.
  * Returns the number of messages and events delivered, or -EBADMSG when the
  * frame was dropped as malformed (already counted). */
@@ -60,7 +65,15 @@ struct flit_transport_ops {
 	int (*open)(struct flit_ctx *ctx, struct flit_tp **out);
 	void (*close)(struct flit_tp *tp);
 
-	/* source side: one flit_tsrc per publisher */
+	/* source side: one flit_tsrc per publisher.  src_size 0: src_open
+	 * allocates it and src_close frees it.  Otherwise the publisher
+	 * holds it: src_open gets *out pointing at src_size zeroed bytes
+	 * (8-aligned) in the publisher's own allocation, whose first
+	 * FLIT_SRC_HOT bytes share the cache line of what the core reads
+	 * for every send (put what a send reads there: a send of any of
+	 * 100,000 topics then misses one line, not two, one after the
+	 * other); src_close must not free them, nor src_open on failure. */
+	size_t src_size;
 	int (*src_open)(struct flit_tp *tp, const char *topic,
 			const struct flit_cfg_source *cfg,
 			struct flit_tsrc **out);

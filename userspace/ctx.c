@@ -42,19 +42,39 @@ struct flit_ctx {
 	int in_callback;
 	struct flit_stats *stats;       /* the counters file (userspace/stats.h) */
 	struct flit_stats_tick stats_tick;
+	struct flit_stats_when stats_when;
 	flit_pub *stats_next;       /* where the next stats tick goes on */
 	unsigned npubs;             /* publishers (atomic: their ticks read it) */
 };
 
-struct flit_pub {
-	/* what a send reads, in its first line (flit_calloc_line) */
-	const struct flit_transport_ops *ops;
-	struct flit_tsrc *src;
-	struct flit_stats_pub st;    /* its tick first */
+/* A publisher is one allocation.  The handle is a line of its own: what
+ * every send reads (ops, source, stats tick), then the transport's own
+ * state of the topic when the transport keeps it here (ops->src_size: its
+ * first FLIT_SRC_HOT bytes in this line).  What only set-up, stats and
+ * close read (struct pub_cold) sits in the lines before the handle.  A
+ * send of one of 100,000 topics, none in cache, then misses one line
+ * instead of two, the second's address read from the first. */
+struct pub_cold {
+	struct flit_stats_pub st;
 	flit_ctx *ctx;
 	flit_pub *next, *prev;
 	char topic[FLIT_TOPIC_MAX + 1];
-};
+} __attribute__((aligned(64)));
+
+struct flit_pub {
+	const struct flit_transport_ops *ops;
+	struct flit_tsrc *src;       /* held here: == (void *)tsrc */
+	struct flit_stats_tick tick;
+	uint64_t tsrc[];             /* ops->src_size bytes */
+} __attribute__((aligned(64)));
+
+_Static_assert(offsetof(struct flit_pub, tsrc) + FLIT_SRC_HOT == 64,
+	       "FLIT_SRC_HOT: the bytes of a held source in the publisher's first line");
+
+static inline struct pub_cold *cold(const flit_pub *pub)
+{
+	return (struct pub_cold *)pub - 1;
+}
 
 struct flit_sub {
 	flit_ctx *ctx;
@@ -157,7 +177,7 @@ flit_ctx *flit_ctx_new(const struct flit_ctx_opts *opts)
 		err = -errno;
 		goto fail;
 	}
-	flit_stats_tick_init(ctx->stats, &ctx->stats_tick);
+	flit_stats_tick_init(ctx->stats, &ctx->stats_tick, &ctx->stats_when);
 	return ctx;
 fail:
 	flit_cfg_free(&ctx->cfg);
@@ -259,7 +279,7 @@ static void pub_stats_write(flit_pub *pub, uint64_t now)
 	memset(&c, 0, sizeof(c));
 	c.sz = sizeof(c);
 	pub->ops->src_counters(pub->src, &c);
-	flit_stats_pub_write(pub->ctx->stats, &pub->st, &c, now);
+	flit_stats_pub_write(cold(pub)->ctx->stats, &cold(pub)->st, &c, now);
 }
 
 #define STATS_PUBS_PER_TICK 1000
@@ -273,8 +293,9 @@ static __attribute__((noinline, cold)) void pub_stats_tick(flit_pub *pub)
 	 * every N/1000 intervals from its own calls, as the poll does: 100,000
 	 * publishers must not read the clock and write rows 100,000 times
 	 * an interval */
-	unsigned every = 1 + __atomic_load_n(&pub->ctx->npubs, __ATOMIC_RELAXED) / STATS_PUBS_PER_TICK;
-	if (flit_stats_tick_due(pub->ctx->stats, &pub->st.tick, every, &now))
+	struct pub_cold *c = cold(pub);
+	unsigned every = 1 + __atomic_load_n(&c->ctx->npubs, __ATOMIC_RELAXED) / STATS_PUBS_PER_TICK;
+	if (flit_stats_tick_due(c->ctx->stats, &pub->tick, &c->st.when, every, &now))
 		pub_stats_write(pub, now);
 }
 
@@ -282,7 +303,7 @@ static __attribute__((noinline, cold)) void ctx_stats_tick(flit_ctx *ctx)
 {
 	uint64_t now;
 
-	if (!flit_stats_tick_due(ctx->stats, &ctx->stats_tick, 1, &now))
+	if (!flit_stats_tick_due(ctx->stats, &ctx->stats_tick, &ctx->stats_when, 1, &now))
 		return;
 	/* at most STATS_PUBS_PER_TICK publishers a tick, going round: a
 	 * context with 100,000 writes each every 10 s, not all of them
@@ -290,7 +311,7 @@ static __attribute__((noinline, cold)) void ctx_stats_tick(flit_ctx *ctx)
 	flit_pub *p = ctx->stats_next ? ctx->stats_next : ctx->pubs;
 	for (unsigned n = 0; p && n < STATS_PUBS_PER_TICK; n++) {
 		pub_stats_write(p, now);
-		p = p->next;
+		p = cold(p)->next;
 	}
 	ctx->stats_next = p;
 	for (flit_sub *s = ctx->subs; s; s = s->next)
@@ -383,7 +404,7 @@ int flit_ctx_counters(const flit_ctx *ctx, struct flit_counters *out)
 	c.naks_received += ctx->closed_tx.naks_received;
 	c.retransmissions += ctx->closed_tx.retransmissions;
 	c.rate_limited += ctx->closed_tx.rate_limited;
-	for (const flit_pub *p = ctx->pubs; p; p = p->next)
+	for (const flit_pub *p = ctx->pubs; p; p = cold(p)->next)
 		p->ops->src_counters(p->src, &c);
 	c.sz = out->sz < sizeof(c) ? out->sz : sizeof(c);
 	memcpy(out, &c, c.sz);
@@ -427,25 +448,30 @@ flit_pub *flit_pub_new(flit_ctx *ctx, const char *topic,
 	if ((err = ctx_tp(ctx, (unsigned)ti, &tp)))
 		return flit_null(-err);
 
-	pub = flit_calloc_line(sizeof(*pub));
-	if (!pub)
+	const struct flit_transport_ops *ops = transports[ti];
+	size_t held = (offsetof(struct flit_pub, tsrc) + ops->src_size + 63) & ~(size_t)63;
+	struct pub_cold *c = flit_calloc_line(sizeof(struct pub_cold) + held);
+	if (!c)
 		return flit_err_null(ENOMEM, "flit_pub_new: out of memory");
-	pub->ctx = ctx;
-	pub->ops = transports[ti];
-	strcpy(pub->topic, topic);
-	err = pub->ops->src_open(tp, topic, &cfg, &pub->src);
+	pub = (flit_pub *)(c + 1);
+	c->ctx = ctx;
+	pub->ops = ops;
+	strcpy(c->topic, topic);
+	if (ops->src_size)
+		pub->src = (struct flit_tsrc *)pub->tsrc;
+	err = ops->src_open(tp, topic, &cfg, &pub->src);
 	if (err) {
-		free(pub);
+		free(c);
 		flit_err_wrap(-err, "publisher '%s'", topic);
 		return flit_null(-err);
 	}
-	flit_stats_transport_write(ctx->stats, (unsigned)ti, pub->ops->name,
+	flit_stats_transport_write(ctx->stats, (unsigned)ti, ops->name,
 				   tp_desc(ctx, (unsigned)ti), flit_monotonic_now());
-	flit_stats_pub_add(ctx->stats, &pub->st, (unsigned)ti, pub->ops->name, topic);
-	pub->next = ctx->pubs;
-	pub->prev = NULL;
+	flit_stats_pub_add(ctx->stats, &c->st, &pub->tick, (unsigned)ti, ops->name, topic);
+	c->next = ctx->pubs;
+	c->prev = NULL;
 	if (ctx->pubs)
-		ctx->pubs->prev = pub;
+		cold(ctx->pubs)->prev = pub;
 	ctx->pubs = pub;
 	__atomic_fetch_add(&ctx->npubs, 1, __ATOMIC_RELAXED);
 	return pub;
@@ -455,29 +481,30 @@ void flit_pub_close(flit_pub *pub)
 {
 	if (!pub)
 		return;
-	flit_ctx *ctx = pub->ctx;
+	struct pub_cold *c = cold(pub);
+	flit_ctx *ctx = c->ctx;
 	struct flit_counters last;
 	memset(&last, 0, sizeof(last));
 	last.sz = sizeof(last);
 	pub->ops->src_counters(pub->src, &last);
 	flit_stats_counters_add(&ctx->closed_tx, &last);
 	pub->ops->src_close(pub->src);
-	flit_stats_pub_remove(ctx->stats, &pub->st, &last);
-	if (pub->prev)
-		pub->prev->next = pub->next;
+	flit_stats_pub_remove(ctx->stats, &c->st, &last);
+	if (c->prev)
+		cold(c->prev)->next = c->next;
 	else
-		ctx->pubs = pub->next;
-	if (pub->next)
-		pub->next->prev = pub->prev;
+		ctx->pubs = c->next;
+	if (c->next)
+		cold(c->next)->prev = c->prev;
 	if (ctx->stats_next == pub)
-		ctx->stats_next = pub->next;
+		ctx->stats_next = c->next;
 	__atomic_fetch_sub(&ctx->npubs, 1, __ATOMIC_RELAXED);
-	free(pub);
+	free(c);
 }
 
 int flit_pub_send(flit_pub *pub, const void *data, size_t len)
 {
-	if (flit_stats_tick_hit(&pub->st.tick))
+	if (flit_stats_tick_hit(&pub->tick))
 		pub_stats_tick(pub);
 	return pub->ops->send(pub->src, data, len);
 }
@@ -489,7 +516,7 @@ int flit_pub_claim(flit_pub *pub, size_t len, void **buf)
 
 int flit_pub_commit(flit_pub *pub, size_t len)
 {
-	if (flit_stats_tick_hit(&pub->st.tick))
+	if (flit_stats_tick_hit(&pub->tick))
 		pub_stats_tick(pub);
 	return pub->ops->commit(pub->src, len);
 }
@@ -501,7 +528,7 @@ int flit_pub_abort(flit_pub *pub)
 
 int flit_pub_flush(flit_pub *pub)
 {
-	if (flit_stats_tick_hit(&pub->st.tick))
+	if (flit_stats_tick_hit(&pub->tick))
 		pub_stats_tick(pub);
 	return pub->ops->flush(pub->src);
 }
@@ -523,7 +550,7 @@ struct flit_tsrc *flit_pub_tsrc(flit_pub *pub)
 
 const char *flit_pub_topic(const flit_pub *pub)
 {
-	return pub->topic;
+	return cold(pub)->topic;
 }
 
 int flit_pub_receivers(const flit_pub *pub)
@@ -539,7 +566,7 @@ int flit_pub_tx_stamp(flit_pub *pub, uint64_t seq, struct flit_tx_stamp *out)
 		return flit_err(EINVAL, "flit_pub_tx_stamp: bad arguments (out->sz must be set)");
 	if (!pub->ops->tx_stamp)
 		return flit_err(EOPNOTSUPP, "flit_pub_tx_stamp: %s: the %s transport makes no transmit stamps",
-				pub->topic, pub->ops->name);
+				cold(pub)->topic, pub->ops->name);
 	return pub->ops->tx_stamp(pub->src, seq, out);
 }
 

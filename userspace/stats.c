@@ -551,29 +551,30 @@ void flit_stats_closing(struct flit_stats *st)
 		__atomic_fetch_or(&hdr(st)->flags, FLIT_STATS_HF_CLOSING, __ATOMIC_RELAXED);
 }
 
-void flit_stats_tick_init(const struct flit_stats *st, struct flit_stats_tick *t)
+void flit_stats_tick_init(const struct flit_stats *st, struct flit_stats_tick *t,
+			  struct flit_stats_when *w)
 {
 	t->period = 1;
 	t->countdown = st && st->map ? 1 : UINT32_MAX;
-	t->checked_ns = 0;
-	t->written_ns = 0;
+	w->checked_ns = 0;
+	w->written_ns = 0;
 }
 
 bool flit_stats_tick_due(const struct flit_stats *st, struct flit_stats_tick *t,
-			 unsigned every, uint64_t *now)
+			 struct flit_stats_when *w, unsigned every, uint64_t *now)
 {
 	if (!st->map) {
 		t->countdown = UINT32_MAX;
 		return false;
 	}
-	uint64_t ns = flit_monotonic_now(), since = ns - t->checked_ns;
+	uint64_t ns = flit_monotonic_now(), since = ns - w->checked_ns;
 	uint64_t interval = st->interval_ns * (every ? every : 1);
 
 	/* about four clock checks per interval: the period doubles while the
 	 * checks come too often; when they come too late it is set from the
 	 * call rate just measured (a burst followed by a trickle is caught up
 	 * at the first late check, not after halvings) */
-	t->checked_ns = ns;
+	w->checked_ns = ns;
 	if (since < interval / 8) {
 		if (t->period < TICK_PERIOD_MAX)
 			t->period <<= 1;
@@ -582,9 +583,9 @@ bool flit_stats_tick_due(const struct flit_stats *st, struct flit_stats_tick *t,
 		t->period = p < 1 ? 1 : (uint32_t)p;
 	}
 	t->countdown = t->period;
-	if (ns - t->written_ns < interval)
+	if (ns - w->written_ns < interval)
 		return false;
-	t->written_ns = ns;
+	w->written_ns = ns;
 	*now = ns;
 	return true;
 }
@@ -701,12 +702,13 @@ void flit_stats_ctx_write(struct flit_stats *st, const struct flit_counters *rx,
 }
 
 void flit_stats_pub_add(struct flit_stats *st, struct flit_stats_pub *p,
-			unsigned transport, const char *tname, const char *topic)
+			struct flit_stats_tick *tick, unsigned transport,
+			const char *tname, const char *topic)
 {
 	memset(p, 0, sizeof(*p));
 	p->row = -1;
 	p->transport = transport < TP_MAX ? transport : TP_MAX - 1;
-	flit_stats_tick_init(st, &p->tick);
+	flit_stats_tick_init(st, tick, &p->when);
 	if (!st->map)
 		return;
 	p->row = row_new(st, FLIT_STATS_ROW_PUBLISHER, 0, tname, topic, "publisher");

@@ -144,9 +144,15 @@ const char *flit_stats_kind_name(uint32_t kind);
 
 struct flit_stats; /* a context's counters file (or none: stats off) */
 
+/* What a hot path touches (8 bytes: a publisher keeps it in the line a
+ * send reads, beside its transport's state) ... */
 struct flit_stats_tick {
 	uint32_t countdown;  /* calls until the next clock check */
 	uint32_t period;     /* calls between clock checks */
+};
+
+/* ... and what only a clock check reads. */
+struct flit_stats_when {
 	uint64_t checked_ns; /* last clock check */
 	uint64_t written_ns; /* last refresh */
 };
@@ -159,7 +165,7 @@ static inline bool flit_stats_tick_hit(struct flit_stats_tick *t)
 
 /* A publisher's place in the file (embedded in flit_pub). */
 struct flit_stats_pub {
-	struct flit_stats_tick tick;
+	struct flit_stats_when when; /* of its tick (in flit_pub's first line) */
 	int row;             /* -1: none */
 	unsigned transport;  /* index of its transport in the context */
 	/* its counters as last added to the totals (under the context row's
@@ -192,16 +198,18 @@ bool flit_stats_on(const struct flit_stats *st);
 
 /* Start a tick (period 1: the first call looks at the clock).  With no
  * file the tick looks only every 2^32 calls. */
-void flit_stats_tick_init(const struct flit_stats *st, struct flit_stats_tick *t);
+void flit_stats_tick_init(const struct flit_stats *st, struct flit_stats_tick *t,
+			  struct flit_stats_when *w);
 /* After flit_stats_tick_hit(): read the clock, adapt the period; true (and
  * *now) when a refresh is due: every `every` intervals (>= 1). */
 bool flit_stats_tick_due(const struct flit_stats *st, struct flit_stats_tick *t,
-			 unsigned every, uint64_t *now);
+			 struct flit_stats_when *w, unsigned every, uint64_t *now);
 
 /* Rows.  A row that does not fit (table full) is counted in the header's
  * rows_dropped and warned about once; the object works without it. */
 void flit_stats_pub_add(struct flit_stats *st, struct flit_stats_pub *p,
-			unsigned transport, const char *tname, const char *topic);
+			struct flit_stats_tick *tick, unsigned transport,
+			const char *tname, const char *topic);
 /* Write the publisher's row from its transport's counters.  Any thread
  * that may drive the publisher (or the poll thread). */
 void flit_stats_pub_write(struct flit_stats *st, struct flit_stats_pub *p,

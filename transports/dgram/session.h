@@ -213,16 +213,22 @@ struct advert { uint64_t at, ivl, last; };
 
 /* A publisher: one topic of a source session (the transport's flit_tsrc).
  * Its messages carry idx; the session does the rest. */
+/* Held by its publisher (src_size in transport.c's SESSION_OPS): what a
+ * send reads and writes first, in the publisher's first line
+ * (FLIT_SRC_HOT bytes). */
 struct utopic {
 	struct usess *ss;
-	uint32_t idx;                /* topic index in the session's DATA */
 	uint64_t next_tseq;          /* the topic's own number of its next message */
-	/* transmit stamps on, the session of several topics: which session
-	 * number the topic's recent messages had (by topic number) */
-	struct { uint64_t tseq, seq; } *txmap;
 	uint64_t msgs_sent, bytes_sent;
+	uint32_t idx;                /* topic index in the session's DATA */
+	/* transmit stamps on (the session's txts), the session of several
+	 * topics: which session number the topic's recent messages had (by
+	 * topic number) */
+	struct { uint64_t tseq, seq; } *txmap;
 	char topic[FLIT_TOPIC_MAX + 1];
 };
+_Static_assert(offsetof(struct utopic, idx) + sizeof(uint32_t) <= FLIT_SRC_HOT,
+	       "a datagram send's state of its topic in its publisher's first line");
 
 /* A source session: one socket, one sequence space, one retention and
  * NAK state, heartbeats, adverts and frames, for one topic (each publisher

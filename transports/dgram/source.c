@@ -131,13 +131,14 @@ static inline void tseq_form(struct usess *s, const struct utopic *t)
 
 /* Topic t's next message goes with session number seq: its number is
  * taken, and remembered for its transmit stamp. */
-static uint64_t take_tseq(struct utopic *t, uint64_t seq)
+static uint64_t take_tseq(const struct usess *s, struct utopic *t, uint64_t seq)
 {
 	uint64_t n = t->next_tseq;
 
 	/* read without the lock by flit_pub_next_seq() */
 	__atomic_store_n(&t->next_tseq, n + 1, __ATOMIC_RELAXED);
-	if (FLIT_UNLIKELY(t->txmap != NULL)) {
+	/* the session says (t->txmap is outside the publisher's first line) */
+	if (FLIT_UNLIKELY(s->txts != NULL) && t->txmap) {
 		t->txmap[n % FLIT_TXTS_RING].tseq = n;
 		t->txmap[n % FLIT_TXTS_RING].seq = seq;
 	}
@@ -150,7 +151,7 @@ static uint64_t take_tseq(struct utopic *t, uint64_t seq)
 static uint8_t *put_msg_hdr(struct usess *s, struct utopic *t, uint8_t *msg,
 			    uint32_t len, uint64_t tsv, bool take)
 {
-	uint64_t n = take ? take_tseq(t, s->next_seq) : t->next_tseq;
+	uint64_t n = take ? take_tseq(s, t, s->next_seq) : t->next_tseq;
 	uint16_t fl = frame_flags(s);
 
 	if (fl & FLIT_FF_SHORT)
@@ -304,7 +305,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 			return r;
 		}
 		flit_rel_tx_sent(s->rel, s->buf, flen, s->next_seq, 1, now);
-		take_tseq(t, s->next_seq);
+		take_tseq(s, t, s->next_seq);
 		s->next_seq++;
 		s->c.msgs_sent++;
 		s->c.bytes_sent += len;
@@ -386,7 +387,7 @@ int dg_commit(struct flit_tsrc *ts, size_t len)
 	flit_msg_hdr_set_len(mh, fl, (uint32_t)len);
 	s->claimed = false;
 	s->claimer = NULL;
-	take_tseq(t, s->next_seq);      /* the number its header carries */
+	take_tseq(s, t, s->next_seq);      /* the number its header carries */
 	t->msgs_sent++;
 	t->bytes_sent += len;
 	/* the message is numbered: if the rate limit holds the frame back,

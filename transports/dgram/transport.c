@@ -479,9 +479,7 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	if (tp->ud_mode && cfg->udp_mode == FLIT_UDP_UNICAST)
 		return flit_err(EINVAL, "rdma multicast sends to a group: source.udp.mode = unicast does not "
 				"apply (source.rdma.mode = send or write: a connection per receiver)");
-	t = flit_calloc_line(sizeof(*t));
-	if (!t)
-		return flit_err(ENOMEM, "udp: out of memory");
+	t = (struct utopic *)*out; /* held by the publisher, zeroed */
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	cfg_key(cfg, key, sizeof(key));
 	/* unnamed: the session of the publishers with equal settings, while
@@ -507,7 +505,6 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 						snprintf(first, sizeof(first), "%s", s->topics[i]->topic);
 				src_unlock(s);
 				pthread_mutex_unlock(&tp->lock);
-				free(t);
 				return flit_err(EINVAL, "udp: publisher '%s' names session '%s' with other source "
 						"settings than its publisher '%s' (source.udp.*, batch, "
 						"timestamps and late_join must be equal)", topic, cfg->session,
@@ -518,7 +515,7 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 			src_unlock(s);
 			pthread_mutex_unlock(&tp->lock);
 			if (err < 0) {
-				free(t);
+				free(t->txmap);
 				return err;
 			}
 			if (err)
@@ -534,10 +531,8 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 	uint64_t now = mono();
 	socklen_t sl = sizeof(s->self);
 
-	if (!s) {
-		free(t);
+	if (!s)
 		return flit_err(ENOMEM, "udp: out of memory");
-	}
 	s->tp = tp;
 	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
@@ -660,7 +655,6 @@ fail:
 	free(s->topics);
 	free(s);
 	free(t->txmap);
-	free(t);
 	return err;
 }
 
@@ -697,8 +691,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 		dg_src_topic_ended(s, t);
 		src_unlock(s);
 		pthread_mutex_unlock(&tp->lock);
-		free(t->txmap);
-		free(t);
+		free(t->txmap);         /* t is its publisher's */
 		return;
 	}
 	src_unlock(s);
@@ -734,8 +727,7 @@ static void udp_src_close(struct flit_tsrc *ts)
 	free(s->buf);
 	free(s->topics);
 	free(s);
-	free(t->txmap);
-	free(t);
+	free(t->txmap);         /* t is its publisher's */
 }
 
 static int udp_subs_changed(struct flit_tp *tp)
@@ -830,6 +822,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
  * xdp also carry the rdma transport's resolution (res_advertise). */
 #define SESSION_OPS                        \
 	.close = udp_close,                \
+	.src_size = sizeof(struct utopic), \
 	.src_open = udp_src_open,          \
 	.src_close = udp_src_close,        \
 	.send = dg_send,                  \

@@ -336,6 +336,7 @@ const struct flit_transport_ops flit_shm_ops = {
 	.caps = FLIT_CAP_ZERO_COPY | FLIT_CAP_RELIABLE | FLIT_CAP_LOCAL,
 	.open = shm_open_tp,
 	.close = shm_close_tp,
+	.src_size = sizeof(struct shm_topic),
 	.src_open = shm_src_open,
 	.src_close = shm_src_close,
 	.send = shm_send,

@@ -42,6 +42,7 @@
 #define FLIT_SHM_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -86,13 +87,17 @@ struct flit_tp {
 };
 
 /* A publisher: one topic of a session (the transport's flit_tsrc). */
+/* Held by its publisher (flit_shm_ops.src_size): what a send reads and
+ * writes in the publisher's first line (FLIT_SRC_HOT bytes). */
 struct shm_topic {
 	struct shm_sess *ss;
-	uint32_t idx;                /* its index in the session's messages */
 	uint64_t tseq;               /* its own number of its next message */
 	uint64_t msgs, bytes;
+	uint32_t idx;                /* its index in the session's messages */
 	char topic[FLIT_TOPIC_MAX + 1];
 };
+_Static_assert(offsetof(struct shm_topic, topic) <= FLIT_SRC_HOT,
+	       "a shm send's state in its publisher's first line");
 
 /* A session: one ring, written by the publishers of its topics. */
 struct shm_sess {

@@ -344,13 +344,11 @@ static int sess_new(struct flit_tp *tp, struct shm_topic *t, const struct flit_c
 int shm_src_open(struct flit_tp *tp, const char *topic,
 		 const struct flit_cfg_source *cfg, struct flit_tsrc **out)
 {
-	struct shm_topic *t = flit_calloc_line(sizeof(*t));
+	struct shm_topic *t = (struct shm_topic *)*out; /* held by the publisher, zeroed */
 	struct shm_sess *s;
 	char key[SESS_CFGKEY_MAX];
 	int err;
 
-	if (!t)
-		return flit_err(ENOMEM, "shm: out of memory");
 	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	cfg_key(cfg, key, sizeof(key));
 	/* a ring of its own: asked for, or late join (a ring retains the
@@ -368,7 +366,6 @@ again:
 				if (!cfg->session[0])
 					continue;
 				pthread_mutex_unlock(&tp->lock);
-				free(t);
 				return flit_err(EINVAL, "shm: publisher '%s' names session '%s' with other "
 						"source settings than its other publishers (source.shm.*, "
 						"batch, batch_max and timestamps must be equal)",
@@ -386,10 +383,8 @@ again:
 			if (err == -ENOSPC)
 				continue;
 			pthread_mutex_unlock(&tp->lock);
-			if (err) {
-				free(t);
+			if (err)
 				return err;
-			}
 			flit_debug("shm: source %s in session %08x, topic index %u", topic,
 				   s->session_id, t->idx);
 			*out = (struct flit_tsrc *)t;
@@ -399,7 +394,6 @@ again:
 	err = sess_new(tp, t, cfg, own, key, &s);
 	if (err) {
 		pthread_mutex_unlock(&tp->lock);
-		free(t);
 		return err;
 	}
 	s->next = tp->srcs;
@@ -506,7 +500,7 @@ void shm_src_close(struct flit_tsrc *ts)
 	if (last)
 		sess_close(s);
 	pthread_mutex_unlock(&tp->lock);
-	free(t);
+	/* t is its publisher's (flit_shm_ops.src_size) */
 }
 
 /* Evict readers that died (their slot lock is free).  Slow path: runs when
