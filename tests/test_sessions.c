@@ -1411,6 +1411,125 @@ static void topic_numbers_go_in_short_headers_until_2_32(void **state)
 	assert_int_equal(w.first_long, 0);
 }
 
+/* A receiver waiting for a topic nobody publishes yet asks again at most
+ * every second; a source that heard it ask answers a topic made meanwhile
+ * at once.  h2 asks ONE QUERY naming wq.late exactly from a plain socket
+ * (never again, and not on the resolver group: adverts cannot reach it);
+ * h1 has a running session of ten topics wq.0 .. wq.9 and then makes
+ * wq.late in it: h2's socket gets an INFO page naming wq.late alone. */
+static void asker_main(int fd)
+{
+	if (tb_enter(tb, 2))
+		_exit(3);
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in any = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET,
+								    .sin_port = htons(14400) };
+	inet_pton(AF_INET, "239.192.76.1", &dst.sin_addr);
+	if (s < 0 || bind(s, (struct sockaddr *)&any, sizeof(any)))
+		_exit(4);
+	uint8_t b[2048] __attribute__((aligned(8)));
+	struct flit_ctl_name q = { .kind = FLIT_NAME_EXACT, .len = 7, .name = "wq.late" };
+	size_t l = flit_ctl_query_encode(b, sizeof(b), 0, flit_domain_id("default"), &q, 1);
+	if (!l || sendto(s, b, l, 0, (struct sockaddr *)&dst, sizeof(dst)) != (ssize_t)l)
+		_exit(5);
+	unsigned v[3] = { 0 };  /* pages naming wq.late, names in them, other names */
+	if (write(fd, v, 1) != 1) /* asked: h1 may make the topic */
+		_exit(6);
+	uint64_t end = tl_now_ms() + 4000;
+	while (tl_now_ms() < end) {
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t n = recv(s, b, sizeof(b), 0);
+		struct flit_frame_hdr h;
+		if (n <= 0 || flit_ctl_check(b, (size_t)n, &h) != FLIT_FE_OK || h.type != FLIT_FT_INFO)
+			continue;
+		struct flit_ctl_name_iter it;
+		struct flit_ctl_name nm;
+		bool late = false;
+		flit_ctl_names_init(&it, b, &h);
+		while (flit_ctl_names_next(&it, &nm)) {
+			v[1]++;
+			if (nm.len == 7 && !memcmp(nm.name, "wq.late", 7))
+				late = true;
+			else
+				v[2]++;
+		}
+		v[0] += late;
+	}
+	if (write(fd, v, sizeof(v)) != sizeof(v))
+		_exit(7);
+	_exit(0);
+}
+
+static void a_topic_made_after_its_query_is_answered_at_once(void **state)
+{
+	(void)state;
+	int ap[2], go[2];
+	assert_int_equal(pipe(ap), 0);
+	assert_int_equal(pipe(go), 0);
+	pid_t pp = tl_fork();
+	if (pp == 0) {
+		close(go[1]);
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = wq\n");
+		char t[32];
+		if (!ctx) {
+			fprintf(stderr, "publisher context: %s\n", flit_errmsg());
+			_exit(4);
+		}
+		for (int i = 0; i < 10; i++) {
+			snprintf(t, sizeof(t), "wq.%d", i);
+			if (!flit_pub_new(ctx, t, &po)) {
+				fprintf(stderr, "publisher %s: %s\n", t, flit_errmsg());
+				_exit(5);
+			}
+		}
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(6);
+		if (!flit_pub_new(ctx, "wq.late", &po)) {
+			fprintf(stderr, "publisher wq.late: %s\n", flit_errmsg());
+			_exit(7);
+		}
+		uint64_t end = tl_now_ms() + 4500;
+		while (tl_now_ms() < end) {
+			flit_ctx_poll(ctx, 0);
+			usleep(1000);
+		}
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(go[0]);
+	usleep(500 * 1000);           /* h1's session runs, its adverts going */
+	pid_t ak = tl_fork();
+	if (ak == 0) {
+		close(ap[0]);
+		asker_main(ap[1]);
+	}
+	close(ap[1]);
+	char c;
+	assert_int_equal(read(ap[0], &c, 1), 1);
+	usleep(300 * 1000);           /* h1 heard it: wq.late does not exist */
+	signal(SIGPIPE, SIG_IGN);     /* h1 gone: said below */
+	assert_int_equal(write(go[1], "x", 1), 1);
+	unsigned v[3] = { 0 };
+	ssize_t got = read(ap[0], v, sizeof(v));
+	int status;
+	waitpid(ak, &status, 0);
+	waitpid(pp, &status, 0);
+	close(ap[0]);
+	close(go[1]);
+	printf("# one query for wq.late, asked before it existed: %u page(s) naming it, %u name(s), %u other(s)\n",
+	       v[0], v[1], v[2]);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(got, sizeof(v));
+	assert_true(v[0] >= 1);       /* answered, without asking again */
+	assert_int_equal(v[2], 0);    /* what it named, nothing else */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1431,6 +1550,7 @@ int main(void)
 		cmocka_unit_test(bad_info_pages_are_dropped_and_counted),
 		cmocka_unit_test(a_late_joiner_is_told_a_topic_s_loss_from_the_page_s_numbers),
 		cmocka_unit_test(topic_numbers_go_in_short_headers_until_2_32),
+		cmocka_unit_test(a_topic_made_after_its_query_is_answered_at_once),
 
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));

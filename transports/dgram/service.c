@@ -495,6 +495,88 @@ static uint64_t src_service(struct usess *s, uint64_t now)
 	return next;
 }
 
+/* ---- exact queries heard lately ------------------------------------------ */
+
+/* A receiver waiting for a topic nobody publishes yet asks again every
+ * QUERY_EXACT_MAX_NS at most.  The exact names its queries ask for are kept
+ * twice that long, with who asked, in a table of HEARD_SLOTS by the name's
+ * hash (a later name of the same slot replaces it: that asker is answered
+ * at its next query, as without the table): a topic made meanwhile is
+ * answered at once, instead of at the asker's next query or after the
+ * pages of its session's other topics on the resolver channel.  One look-up
+ * a topic made. */
+#define HEARD_SLOTS 256
+#define HEARD_NS    (2 * QUERY_EXACT_MAX_NS)
+
+struct heard_query {
+	uint64_t hash, at;           /* at 0: free */
+	struct sockaddr_in from;
+	uint16_t len;
+	char name[FLIT_TOPIC_MAX + 1];
+};
+
+static uint64_t name_hash(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;    /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+	return h;
+}
+
+/* The exact names of a QUERY (checked) from `from`.  tp->lock held. */
+static void heard_note(struct flit_tp *tp, const struct sockaddr_in *from, const uint8_t *q,
+		       const struct flit_frame_hdr *h, uint64_t now)
+{
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+
+	flit_ctl_names_init(&it, q, h);
+	while (flit_ctl_names_next(&it, &nm)) {
+		if (nm.kind != FLIT_NAME_EXACT || !nm.len || nm.len > FLIT_TOPIC_MAX)
+			continue; /* patterns: the pages of topics added tell them */
+		if (!tp->heard && !(tp->heard = calloc(HEARD_SLOTS, sizeof(*tp->heard))))
+			return;
+		uint64_t hv = name_hash(nm.name, nm.len);
+		struct heard_query *e = &tp->heard[hv % HEARD_SLOTS];
+		e->hash = hv;
+		e->at = now;
+		e->from = *from;
+		e->len = nm.len;
+		memcpy(e->name, nm.name, nm.len);
+		e->name[nm.len] = 0;
+	}
+}
+
+void dg_src_topic_wanted(struct usess *s, const struct utopic *t, uint64_t now)
+{
+	struct flit_tp *tp = s->tp;
+
+	if (!tp->heard)
+		return;
+	size_t len = strlen(t->topic);
+	uint64_t hv = name_hash(t->topic, len);
+	struct heard_query *e = &tp->heard[hv % HEARD_SLOTS];
+	if (!e->at || e->hash != hv || now - e->at > HEARD_NS || e->len != len ||
+	    memcmp(e->name, t->topic, len))
+		return;
+	/* what it asked of this topic: its page, paced as an answer */
+	uint8_t q[FLIT_TOPIC_MAX + 64] __attribute__((aligned(8)));
+	struct flit_ctl_name nm = { .kind = FLIT_NAME_EXACT, .len = (uint16_t)len, .name = t->topic };
+	struct flit_frame_hdr qh;
+	size_t l = flit_ctl_query_encode(q, sizeof(q), 0, tp->domain, &nm, 1);
+	if (l && flit_ctl_check(q, l, &qh) == FLIT_FE_OK) {
+		qh.flags |= QUERY_EXACT_ONLY;
+		src_answer(s, &e->from, q, &qh, false, now);
+	}
+	e->at = 0; /* answered: its next query, if any, asks again */
+}
+
+void dg_heard_free(struct flit_tp *tp)
+{
+	free(tp->heard);
+	tp->heard = NULL;
+}
+
 /* Queries heard on the resolver channel: advertise matching sources soon. */
 static void res_service(struct flit_tp *tp, uint64_t now)
 {
@@ -513,6 +595,8 @@ static void res_service(struct flit_tp *tp, uint64_t now)
 		if (flit_ctl_check(tp->rbuf, (size_t)n, &h) != FLIT_FE_OK || h.type != FLIT_FT_QUERY ||
 		    flit_ctl_domain(tp->rbuf) != tp->domain)
 			continue;
+		if (!h.session_id)
+			heard_note(tp, &from, tp->rbuf, &h, now);
 		for (struct usess *s = tp->srcs; s; s = s->next) {
 			src_lock(s);
 			/* a session of one topic answers on the resolver

@@ -383,6 +383,10 @@ struct flit_tp {
 	/* what the sources send for resolution (adverts, answers to queries
 	 * and joins): context.udp.resolver_rate_limit (tp->lock) */
 	struct flit_ratelimit res_rl;
+	/* exact queries heard lately (service.c): a topic made after its
+	 * asker asked is answered at once, not at the asker's next query
+	 * (tp->lock) */
+	struct heard_query *heard;
 	uint64_t batch_cap;          /* shortest batch interval of a batching source (atomic) */
 	uint8_t rbuf[CTL_BUF] __attribute__((aligned(8)));
 };
@@ -470,6 +474,11 @@ int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw);
  * twice, at once).  Lock held. */
 void dg_src_topic_added(struct usess *s, const struct utopic *t);
 void dg_src_topic_ended(struct usess *s, const struct utopic *t);
+/* Topic t was added to session s: answer the askers heard lately whose
+ * query names it exactly (tp->lock and the lock held). */
+void dg_src_topic_wanted(struct usess *s, const struct utopic *t, uint64_t now);
+/* Forget the queries heard (udp_close). */
+void dg_heard_free(struct flit_tp *tp);
 /* The page of the topics added and not announced yet (s->nann).  Lock held. */
 void dg_src_announce(struct usess *s);
 /* Free the answers the session owes.  Lock held. */

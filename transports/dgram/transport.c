@@ -344,6 +344,7 @@ static void udp_close(struct flit_tp *tp)
 	dg_statics_release(tp);
 	free(tp->statics);
 	dg_fads_free(tp);
+	dg_heard_free(tp);
 	for (unsigned i = 0; i < tp->nfound; i++)
 		free(tp->found[i]);
 	free(tp->found);
@@ -511,7 +512,10 @@ static int udp_src_open(struct flit_tp *tp, const char *topic,
 						first);
 			}
 			src_lock(s);
-			err = sess_add_topic(s, t, mono());
+			uint64_t now = mono();
+			err = sess_add_topic(s, t, now);
+			if (err >= 0)
+				dg_src_topic_wanted(s, t, now);
 			src_unlock(s);
 			pthread_mutex_unlock(&tp->lock);
 			if (err < 0) {
