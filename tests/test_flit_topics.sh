@@ -45,8 +45,8 @@ for how in default own; do
 		if [ $how = default ]; then want='[ "$fds" -lt 20 ] && [ "$rss" -lt $((64 << 20)) ]'
 		else want='[ "$fds" -ge 200 ] && [ "$rss" -gt $((100 << 20)) ]'; fi
 		if [ "$c" = 200 ] && eval "$want" &&
-		   python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); [d[k] for k in ("create_s","us_per_topic_first","us_per_topic_last","idle_cpu_pct","idle_s","sent")]' "$tmp/p200"; then
-			ok "pub shm, sessions $how: 200 topics, $fds fds, RSS $((rss >> 20)) MiB, every key"
+		   python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); [d[k] for k in ("create_s","us_per_topic_first","us_per_topic_last","idle_cpu_pct","idle_lib_pct","idle_floor_pct","idle_s","sent")]; assert 0 <= d["idle_lib_pct"] <= d["idle_cpu_pct"] + 0.1, "the library share is part of the process"' "$tmp/p200"; then
+			ok "pub shm, sessions $how: 200 topics, $fds fds, RSS $((rss >> 20)) MiB, every key, the library's share within the process"
 		else
 			fail "pub shm, sessions $how: $(cat "$tmp/p200")"
 		fi
@@ -184,19 +184,34 @@ else
 	fail "flit-load --topics: $(cat "$tmp/load.err" "$tmp/load.chk" "$tmp/load.json" | tail -5)"
 fi
 
-tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --spread 0 --one 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
+tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --spread 0 --exact 2000 --one 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
 # udp rows count the resolution traffic (adverts at least: > 0 B/s)
-res=$(python3 -c 'import json,sys; print(" ".join(str(j["resolution"].get("bytes_per_s", "none")) for j in map(json.loads, open(sys.argv[1])) if j["transport"] == "udp"))' "$tmp/bench.json" 2>/dev/null)
-if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 4 ] &&
+res=$(python3 -c 'import json,sys; print(" ".join(str(j["resolution"].get("bytes_per_s", "none")) for j in map(json.loads, open(sys.argv[1])) if j["transport"] == "udp" and "resolution" in j))' "$tmp/bench.json" 2>/dev/null)
+if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 6 ] &&
    python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; sys.exit(not (len(v) == 2 and min(v) > 0))' $res 2>/dev/null; then
-	ok "bench-topics: 4 rows, 4 JSON lines, udp resolution $res B/s"
+	ok "bench-topics: 4 rows, udp resolution $res B/s"
 else
 	fail "bench-topics: $(cat "$tmp/bench")"
+fi
+# the exact subscribers among 2,000: each found its topic, started before
+# the publisher (of the last topic) and after (of the middle one)
+if python3 -c '
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "exact_of" in j]
+assert [j["transport"] for j in r] == ["shm", "udp"], r
+for j in r:
+    assert j["before_ms"] is not None and j["after_ms"] is not None, j
+    assert j["sub_before"]["pattern"] == "md.sym01999" and j["sub_after"]["pattern"] == "md.sym01000", j
+    assert j["before_ms"] > -1000 and j["after_ms"] > 0, j' "$tmp/bench.json" 2>"$tmp/exact.chk" &&
+   grep -qE '^udp +2000 +[0-9.]+ ms +[0-9.]+ ms$' "$tmp/bench"; then
+	ok "bench-topics --exact 2000: shm and udp, the subscriber first and after, each found its topic"
+else
+	fail "bench-topics --exact: $(cat "$tmp/bench" "$tmp/exact.chk" | tail -8)"
 fi
 
 # one wanted topic among 2,000 of a session, over xdp: its 5 messages, and
 # none of the other topics' reaches user space (the program drops them)
-tools/bench-topics.sh -n "" -t xdp --spread 0 --one 2000 --one-rounds 5 --json "$tmp/one.json" >"$tmp/one" 2>&1 || fail "bench-topics --one exited $?"
+tools/bench-topics.sh -n "" -t xdp --spread 0 --exact 0 --one 2000 --one-rounds 5 --json "$tmp/one.json" >"$tmp/one" 2>&1 || fail "bench-topics --one exited $?"
 if python3 -c '
 import json, sys
 r = [j for j in map(json.loads, open(sys.argv[1])) if "one_of" in j]

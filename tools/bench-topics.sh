@@ -5,7 +5,8 @@
 # in another process (udp, xdp: on the other host of a direct two-host
 # testbed) counts the topics it finds.  Columns: time to create all N and
 # the cost per topic in the first and the last tenth (linear: equal), file
-# descriptors, RSS, CPU of the idle publishing process (and the floor: the
+# descriptors, RSS, CPU of the idle publishing process, the library's share
+# of it (its threads and the time in flit_ctx_poll()) and the floor (the
 # same 1 ms sleep loop without the library), how many of the N the
 # subscriber found within the timeout (and when it had them all), and
 # (udp, xdp) the resolution traffic once stable: INFO and QUERY bytes/s on
@@ -16,7 +17,7 @@
 #
 #   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm shm+own udp udp+own xdp xdp+own rdma rdma+own"]
 #                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
-#                         [--spread N] [--rounds R] [--one N] [--one-rounds R]
+#                         [--spread N] [--rounds R] [--exact N] [--one N] [--one-rounds R]
 #                         [--json FILE]
 #
 # Then, for shm, udp and xdp (those -t names), one topic against the messages
@@ -25,6 +26,12 @@
 # (flit-thru -s 32 -d 2, unbatched and batched) and RTT/2 p50 under load
 # (flit-load -s 32 -r 100k -d 2), with the cache-line floor (flit-floor)
 # of each round beside them.
+#
+# Then, for shm, udp and xdp, an exact subscriber of one topic among
+# --exact N (default 100,000; 0: not run): started before the publisher, of
+# its last topic (how long after that topic was made it had it), and
+# started after all N exist, of the middle one (how long after its
+# flit_sub_new() it had it: a BOS or a message).
 #
 # Then, for udp and xdp, one wanted topic among --one N of a session
 # (default 100,000; 0: not run): a subscriber of md.sym00042 alone, the
@@ -57,7 +64,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 D=$PWD/$BUILD/tools
 NS="1 1000 10000 100000" TRANSPORTS="shm shm+own udp udp+own xdp xdp+own" BUDGET=60 JSON= FIND_S=20 RES_W=10 SETTLE=6 SPREAD=10000 ROUNDS=2
-ONE=100000 ONE_R=10
+ONE=100000 ONE_R=10 EXACT=100000
 usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -69,6 +76,7 @@ while [ $# -gt 0 ]; do
 	--spread) SPREAD=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--one) ONE=$2; shift 2 ;;
+	--exact) EXACT=$2; shift 2 ;;
 	--one-rounds) ONE_R=$2; shift 2 ;;
 	--json) JSON=$2; shift 2 ;;
 	-h|--help) usage 0 ;;
@@ -88,7 +96,7 @@ memavail=$(( $(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024 ))
 shmfree=$(df -B1 --output=avail /dev/shm | tail -1)
 printf '# flit-topics, %s; fd limit %s, %s GiB available, /dev/shm %s GiB free; creation budget %s s\n' \
 	"$(date -u +%F)" "$fdmax" $((memavail >> 30)) $((shmfree >> 30)) "$BUDGET"
-printf '%-5s %7s  %9s %8s %8s %7s %9s %6s %6s %9s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% floor% res_B/s "found by 'md.*'"
+printf '%-5s %7s  %9s %8s %8s %7s %9s %6s %6s %6s %9s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% lib% floor% res_B/s "found by 'md.*'"
 # what resolution sends once stable, seen on a host's link: IPv4/UDP
 # datagrams that are flit INFO (5) or QUERY (6) frames, in and out
 cat >"$tmp/rescount.py" <<'EOF'
@@ -216,7 +224,7 @@ found = (f"{s['found']} of {s['topics']}" + (f", all in {s['find_s']:.2f} s" if 
 res = f"{r['bytes_per_s']:.0f}" if r else "-"
 line = (f"{sys.argv[4]:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
         f"{p['us_per_topic_last']:>8.1f} {p['fds']:>7} {p['rss_bytes'] / 1048576:>9.1f} {p['idle_cpu_pct']:>6.1f} "
-        f"{p.get('idle_floor_pct', 0):>6.1f} {res:>9}  {found}")
+        f"{p.get('idle_lib_pct', 0):>6.1f} {p.get('idle_floor_pct', 0):>6.1f} {res:>9}  {found}")
 if p['created'] != p['topics']:
     line += f"\n{'':14}created {p['created']}: {p.get('error', '')}"
 sys.stderr.write(line + "\n")
@@ -278,7 +286,8 @@ n = int(sys.argv[2])
 floors = sorted({(r["round"], r["floor_ns"]) for r in rows})
 sys.stderr.write("# cache-line floor (flit-floor RTT/2 p50) per round: " +
                  ", ".join(f"{f} ns" for _, f in floors) + "\n")
-sys.stderr.write(f"{'transport':<9} {'measure':<28} {'1 topic':>12} {f'{n} topics':>14} {'ratio':>7}\n")
+sys.stderr.write(f"{'transport':<9} {'measure':<28} {'1 topic':>12} {f'{n} topics':>14} {'ratio':>7}"
+                 f"  {'per round: median (min-max)'}\n")
 for t in dict.fromkeys(r["transport"] for r in rows):
     for what, label in (("thru", "msgs/s, unbatched"), ("thru,batched", "msgs/s, batched"),
                         ("p50", "RTT/2 p50 at 100k/s, us")):
@@ -289,11 +298,70 @@ for t in dict.fromkeys(r["transport"] for r in rows):
         a, b = statistics.median(one), statistics.median(many)
         sc = 1e-3 if what == "p50" else 1
         ratio = b / a if a else 0
-        sys.stderr.write(f"{t:<9} {label:<28} {a * sc:>12,.1f} {b * sc:>14,.1f} {ratio:>7.2f}\n")
+        # each round's N against its own 1 topic, measured seconds apart
+        # (the vCPUs' placement drifts between rounds, less within one)
+        by = {}
+        for r in rows:
+            if r["transport"] == t and r["what"] == what and r["value"]:
+                by.setdefault(r["round"], {})[r["topics"]] = r["value"]
+        rr = sorted(v[n] / v[1] for v in by.values() if 1 in v and n in v)
+        per = f"{statistics.median(rr):.2f} ({rr[0]:.2f}-{rr[-1]:.2f})" if rr else "-"
+        sys.stderr.write(f"{t:<9} {label:<28} {a * sc:>12,.1f} {b * sc:>14,.1f} {ratio:>7.2f}  {per}\n")
         print(json.dumps({"tool": "bench-topics", "spread": n, "transport": t, "measure": what,
-                          "one": one, "many": many, "ratio": ratio}))
+                          "one": one, "many": many, "ratio": ratio, "round_ratios": rr}))
 EOF
 	[ -s "$tmp/spread.fail" ] && cat "$tmp/spread.fail"
+fi 2>&1
+# ---- an exact subscriber of one topic among N ---------------------------------------
+exact_ts=
+for t in $spread_ts; do [ "$t" != rdma ] && exact_ts="$exact_ts $t"; done
+if [ "$EXACT" != 0 ] && [ -n "$exact_ts" ] && [ "$(id -u)" -eq 0 ]; then
+	if [ $up -eq 0 ]; then
+		tools/testbed up --name "$tb" --hosts 2 --link direct --owner-pid $$ >/dev/null
+		up=1
+	fi
+	last=$(printf 'md.sym%05d' $((EXACT - 1))) mid=$(printf 'md.sym%05d' $((EXACT / 2)))
+	echo
+	echo "# an exact subscriber of one topic among $EXACT: of $last, started before the publisher (ms after that topic was made), of $mid, started once all exist (ms after its flit_sub_new())"
+	printf '%-9s %9s %16s %16s\n' transport topics "sub_first" "sub_after"
+	for t in $exact_ts; do
+		rm -f "$tmp"/ex*.json
+		ifc=(-C context.udp.interface=eth0); [ "$t" = shm ] && ifc=()
+		(host 2 "$D/flit-topics" -t "$t" "${ifc[@]}" -n 1 -T 30 --json sub "$last") \
+			>"$tmp/ex1.json" 2>"$tmp/ex1.err" &
+		s1=$!
+		sleep 0.5
+		(host 1 "$D/flit-topics" -t "$t" "${ifc[@]}" -n "$EXACT" -T "$BUDGET" -i 2 -l 30 \
+			--json pub) >"$tmp/exp.json" 2>"$tmp/exp.err" &
+		pp=$!
+		wait "$s1" || true
+		# the publisher's line comes after its idle time: all exist then
+		while [ ! -s "$tmp/exp.json" ] && kill -0 "$pp" 2>/dev/null; do sleep 0.1; done
+		(host 2 "$D/flit-topics" -t "$t" "${ifc[@]}" -n 1 -T 30 --json sub "$mid") \
+			>"$tmp/ex2.json" 2>"$tmp/ex2.err" || true
+		kill -TERM "$pp" 2>/dev/null || true
+		wait "$pp" || true
+		python3 - "$tmp/ex1.json" "$tmp/ex2.json" "$tmp/exp.json" "$t" "$EXACT" >>"$tmp/all.json" <<'EOF'
+import json, sys
+def first(path):
+    try:
+        return json.loads(open(path).read().splitlines()[0])
+    except Exception:
+        return {}
+s1, s2, p, t = first(sys.argv[1]), first(sys.argv[2]), first(sys.argv[3]), sys.argv[4]
+if not p or p.get("created") != p.get("topics"):
+    sys.stderr.write(f"{t:<9} failed: the publisher: {p.get('error', 'no result') if p else 'no result'}\n")
+    sys.exit(0)
+# CLOCK_MONOTONIC_RAW: the testbed's hosts are network namespaces of one
+# kernel, one clock
+before = (s1["found_at_s"] - p["created_at_s"]) * 1e3 if s1.get("found_at_s") else None
+after = s2["find_s"] * 1e3 if s2.get("complete") else None
+fmt = lambda v, s: f"{v:.1f} ms" if v is not None else (f"not in {s.get('find_s', 0):.0f} s" if s else "failed")
+sys.stderr.write(f"{t:<9} {p['topics']:>9} {fmt(before, s1):>16} {fmt(after, s2):>16}\n")
+print(json.dumps({"tool": "bench-topics", "exact_of": int(sys.argv[5]), "transport": t,
+                  "before_ms": before, "after_ms": after, "sub_before": s1, "sub_after": s2, "pub": p}))
+EOF
+	done
 fi 2>&1
 # ---- one wanted topic among N of a session ----------------------------------------
 if [ "$ONE" != 0 ] && [ -n "$one_ts" ] && [ "$(id -u)" -eq 0 ]; then

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tool.h"
@@ -32,8 +33,9 @@ static const char usage[] =
 "\n"
 "pub: create N publishers of topics PREFIX00000.. in one context, then idle,\n"
 "     polling every 1 ms: time to create (and per topic, first and last tenth),\n"
-"     file descriptors, RSS, CPU of the idle process (and, measured after,\n"
-"     of the same 1 ms sleep loop without the library: the floor).\n"
+"     file descriptors, RSS, CPU of the idle process, the library's share of\n"
+"     it (its threads and flit_ctx_poll()) and, measured after, of the same\n"
+"     1 ms sleep loop without the library: the floor.\n"
 "sub: subscribe to PATTERN until N distinct topics are found (a BOS or a\n"
 "     message of each) or the timeout: time to find them, or how many.\n"
 "\n"
@@ -61,7 +63,10 @@ static const char usage[] =
 "  -T, --timeout S      pub: stop creating after S seconds (default 60);\n"
 "                       sub: give up after S seconds (default 20)\n"
 "  -C, --config LINE    a config line for the context (repeatable)\n"
-"      --json           one JSON object on stdout\n"
+"      --json           one JSON object on stdout (with created_at_s, pub:\n"
+"                       when the last topic was made; subscribed_at_s and\n"
+"                       found_at_s, sub: on CLOCK_MONOTONIC_RAW, which\n"
+"                       network namespaces share)\n"
 "  -v, --verbose        library messages (-vv: debug)\n"
 "  -h, --help           this text\n"
 "\n"
@@ -128,6 +133,15 @@ static double cpu_of(int who)
 	getrusage(who, &ru);
 	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* This thread's CPU time, to the nanosecond (getrusage() rounds to
+ * microseconds: a poll of an idle context takes less). */
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void topic_name(char *buf, size_t len, const char *prefix, uint64_t i, uint64_t n)
@@ -212,14 +226,20 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 
 	uint64_t sent = o->send ? send_round(ctx, pubs, made, 0) : 0;
 
-	/* the idle process: polling every 1 ms, as an application's loop */
-	double c0 = cpu_of(RUSAGE_SELF), w0 = now_s();
+	/* the idle process: polling every 1 ms, as an application's loop.
+	 * The library's share: its threads (the process less this one) and
+	 * this thread's time in flit_ctx_poll() */
+	double c0 = cpu_of(RUSAGE_SELF), m0 = cpu_of(RUSAGE_THREAD), w0 = now_s(), in_poll = 0;
 	while (!stop && now_s() - w0 < o->idle_s) {
+		double p0 = thread_cpu_s();
 		flit_ctx_poll(ctx, 0);
+		in_poll += thread_cpu_s() - p0;
 		tool_sleep_us(1000);
 	}
 	double idle_wall = now_s() - w0, idle_cpu = cpu_of(RUSAGE_SELF) - c0;
+	double lib_cpu = idle_cpu - (cpu_of(RUSAGE_THREAD) - m0) + in_poll;
 	double cpu_pct = idle_wall > 0 ? 100.0 * idle_cpu / idle_wall : 0;
+	double lib_pct = idle_wall > 0 ? 100.0 * (lib_cpu > 0 ? lib_cpu : 0) / idle_wall : 0;
 	/* the floor: the same 1 ms loop for a second, without the library
 	 * (what waking 1000 times a second costs here): this thread's CPU
 	 * alone, the library's own threads go on meanwhile */
@@ -242,10 +262,11 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		printf("{\"tool\":\"flit-topics\",\"mode\":\"pub\",\"transport\":\"%s\",\"topics\":%llu,"
 		       "\"created\":%llu,\"create_s\":%.4f,\"us_per_topic_first\":%.2f,"
 		       "\"us_per_topic_last\":%.2f,\"fds\":%u,\"rss_bytes\":%llu,\"idle_s\":%.2f,"
-		       "\"idle_cpu_pct\":%.2f,\"idle_floor_pct\":%.2f,\"sent\":%llu,\"session\":\"%s\"",
+		       "\"idle_cpu_pct\":%.2f,\"idle_lib_pct\":%.2f,\"idle_floor_pct\":%.2f,\"sent\":%llu,"
+		       "\"session\":\"%s\",\"created_at_s\":%.6f",
 		       o->transport, (unsigned long long)o->n, (unsigned long long)made, create_s,
-		       us_first, us_last, fds, (unsigned long long)rss, idle_wall, cpu_pct, floor_pct,
-		       (unsigned long long)sent, o->session ? o->session : "");
+		       us_first, us_last, fds, (unsigned long long)rss, idle_wall, cpu_pct, lib_pct, floor_pct,
+		       (unsigned long long)sent, o->session ? o->session : "", t_end);
 		if (o->rounds)
 			printf(",\"rounds\":%llu,\"round_msgs\":%llu,\"rounds_s\":%.4f",
 			       (unsigned long long)o->rounds, (unsigned long long)rsent, rounds_s);
@@ -264,9 +285,9 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		       (unsigned long long)made, (unsigned long long)o->n, create_s, us_first, us_last);
 		if (why[0])
 			printf("stopped: %s\n", why);
-		printf("%u fds, RSS %.1f MiB, idle CPU %.2f %% of a core over %.1f s "
-		       "(the 1 ms sleep loop alone: %.2f %%)\n", fds,
-		       (double)rss / 1048576.0, cpu_pct, idle_wall, floor_pct);
+		printf("%u fds, RSS %.1f MiB, idle CPU %.2f %% of a core over %.1f s, the library's "
+		       "%.2f %% (its threads and flit_ctx_poll(); the 1 ms sleep loop alone: %.2f %%)\n",
+		       fds, (double)rss / 1048576.0, cpu_pct, idle_wall, lib_pct, floor_pct);
 		if (o->send)
 			printf("sent one message on %llu topics\n", (unsigned long long)sent);
 		if (o->rounds)
@@ -377,9 +398,12 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 			x1[i] -= x0[i];
 	if (o->json) {
 		printf("{\"tool\":\"flit-topics\",\"mode\":\"sub\",\"transport\":\"%s\",\"pattern\":\"%s\","
-		       "\"topics\":%llu,\"found\":%llu,\"find_s\":%.4f,\"complete\":%s,\"msgs\":%llu",
+		       "\"topics\":%llu,\"found\":%llu,\"find_s\":%.4f,\"complete\":%s,\"msgs\":%llu,"
+		       "\"subscribed_at_s\":%.6f",
 		       o->transport, o->pattern, (unsigned long long)o->n, (unsigned long long)s.n,
-		       find_s, done ? "true" : "false", (unsigned long long)s.msgs);
+		       find_s, done ? "true" : "false", (unsigned long long)s.msgs, s.t0);
+		if (s.n >= s.want)
+			printf(",\"found_at_s\":%.6f", s.t_all);
 		if (o->want_msgs)
 			printf(",\"msgs_wanted\":%llu,\"msgs_filtered\":%llu,\"msgs_filtered_early\":%llu,"
 			       "\"naks_sent\":%llu,\"msgs_lost\":%llu", (unsigned long long)o->want_msgs,
