@@ -1530,6 +1530,188 @@ static void a_topic_made_after_its_query_is_answered_at_once(void **state)
 	assert_int_equal(v[2], 0);    /* what it named, nothing else */
 }
 
+/* Answers share the resolver's rate a page at a time: a query's one page
+ * does not wait behind every page a joining receiver is owed, and a
+ * receiver that leaves is owed nothing more.  h1 publishes 20,000 topics
+ * in one session, the resolver paced at 2 Mbit/s.  In h2, socket B asks
+ * for rr.00007 (learning the session and its control port), socket A joins
+ * the session (owed all ~330 pages, ~2 s at that rate), then B asks for
+ * rr.19000: B's page comes while A has had few of its pages.  Then A
+ * leaves: its pages stop. */
+struct rr_log { unsigned a_before_b, a_total, a_after_leave, b_pages; };
+static struct sockaddr_in rr_from;      /* of the last datagram */
+
+/* An INFO on fd; its arrival (the kernel's stamp, ns) in *at. */
+static ssize_t rr_recv_info(int fd, uint8_t *b, size_t cap, struct flit_frame_hdr *h, uint64_t *at)
+{
+	struct sockaddr_in from;
+	char cb[CMSG_SPACE(sizeof(struct timespec))];
+	struct iovec iov = { .iov_base = b, .iov_len = cap };
+	struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iov,
+			     .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
+	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+	if (n <= 0)
+		return -1;
+	rr_from = from;
+	*at = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec ts;
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			*at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		}
+	if (flit_ctl_check(b, (size_t)n, h) != FLIT_FE_OK || h->type != FLIT_FT_INFO)
+		return -1;
+	return n;
+}
+
+static int rr_query(int fd, const char *topic)
+{
+	uint8_t b[512] __attribute__((aligned(8)));
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(14400) };
+	inet_pton(AF_INET, "239.192.76.1", &dst.sin_addr);
+	struct flit_ctl_name q = { .kind = FLIT_NAME_EXACT, .len = (uint16_t)strlen(topic), .name = topic };
+	size_t l = flit_ctl_query_encode(b, sizeof(b), 0, flit_domain_id("default"), &q, 1);
+	return l && sendto(fd, b, l, 0, (struct sockaddr *)&dst, sizeof(dst)) == (ssize_t)l ? 0 : -1;
+}
+
+static void rr_asker_main(int fd)
+{
+	if (tb_enter(tb, 2))
+		_exit(3);
+	int a = socket(AF_INET, SOCK_DGRAM, 0), b = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	int on = 1;
+	if (a < 0 || b < 0 || bind(a, (struct sockaddr *)&any, sizeof(any)) ||
+	    bind(b, (struct sockaddr *)&any, sizeof(any)) ||
+	    setsockopt(a, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) ||
+	    setsockopt(b, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)))
+		_exit(4);
+	uint8_t buf[2048] __attribute__((aligned(8)));
+	struct flit_frame_hdr h;
+	struct flit_ctl_info in = { 0 };
+	uint32_t session = 0;
+	struct rr_log x = { 0 };
+	uint64_t at, asked, b_at = 0, a_at[1024];
+	/* B: where the session is (asking again while the publisher starts) */
+	for (uint64_t end = tl_now_ms() + 5000, next = 0; !session && tl_now_ms() < end; usleep(1000)) {
+		if (tl_now_ms() >= next) {
+			rr_query(b, "rr.00007");
+			next = tl_now_ms() + 200;
+		}
+		if (rr_recv_info(b, buf, sizeof(buf), &h, &at) > 0) {
+			flit_ctl_info_get(buf, &in);
+			session = h.session_id;
+		}
+	}
+	if (!session)
+		_exit(5);
+	/* A joins: owed every page */
+	/* 0: the answer's source address and port */
+	struct sockaddr_in ctl = rr_from;
+	if (in.ctl_addr)
+		ctl.sin_addr.s_addr = in.ctl_addr;
+	if (in.ctl_port)
+		ctl.sin_port = htons(in.ctl_port);
+	size_t l = flit_ctl_join_encode(buf, sizeof(buf), session, flit_domain_id("default"), 0);
+	if (!l || sendto(a, buf, l, 0, (struct sockaddr *)&ctl, sizeof(ctl)) != (ssize_t)l)
+		_exit(6);
+	/* its first pages (the rate's burst), then B's question: of A's
+	 * pages that came after it, how many before B's answer (the
+	 * kernel's stamps tell the order across the two sockets) */
+	for (uint64_t end = tl_now_ms() + 3000; !x.a_total && tl_now_ms() < end; usleep(200))
+		if (rr_recv_info(a, buf, sizeof(buf), &h, &at) > 0)
+			a_at[x.a_total++] = at;
+	usleep(50 * 1000);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	asked = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	rr_query(b, "rr.19000");
+	for (uint64_t end = tl_now_ms() + 4000; tl_now_ms() < end && (!x.b_pages || tl_now_ms() < end - 3500);
+	     usleep(200)) {
+		while (x.a_total < 1024 && rr_recv_info(a, buf, sizeof(buf), &h, &at) > 0)
+			a_at[x.a_total++] = at;
+		if (!x.b_pages && rr_recv_info(b, buf, sizeof(buf), &h, &b_at) > 0)
+			x.b_pages++;
+	}
+	for (unsigned i = 0; i < x.a_total; i++)
+		x.a_before_b += b_at && a_at[i] > asked && a_at[i] < b_at;
+
+	/* A leaves, and the pages still on their way are taken */
+	l = flit_ctl_join_encode(buf, sizeof(buf), session, flit_domain_id("default"), FLIT_JF_LEAVE);
+	sendto(a, buf, l, 0, (struct sockaddr *)&ctl, sizeof(ctl));
+	for (uint64_t end = tl_now_ms() + 100; tl_now_ms() < end; usleep(200))
+		x.a_total += rr_recv_info(a, buf, sizeof(buf), &h, &at) > 0;
+	for (uint64_t end = tl_now_ms() + 1000; tl_now_ms() < end; usleep(500))
+		x.a_after_leave += rr_recv_info(a, buf, sizeof(buf), &h, &at) > 0;
+	if (write(fd, &x, sizeof(x)) != sizeof(x))
+		_exit(7);
+	_exit(0);
+}
+
+static void a_query_s_page_does_not_wait_behind_a_joiner_s_pages(void **state)
+{
+	(void)state;
+	int rp[2], go[2], ready[2];
+	assert_int_equal(pipe(rp), 0);
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ready), 0);
+	pid_t pp = tl_fork();
+	if (pp == 0) {
+		close(go[1]);
+		close(ready[0]);
+		if (tb_enter(tb, 1))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\ncontext.udp.resolver_rate_limit = 2000000\n");
+		FLIT_OPTS(flit_pub_opts, po, .transport = nt_default(), .config = "session = rr\n");
+		char t[32];
+		if (!ctx) {
+			fprintf(stderr, "publisher context: %s\n", flit_errmsg());
+			_exit(4);
+		}
+		for (int i = 0; i < 20000; i++) {
+			snprintf(t, sizeof(t), "rr.%05d", i);
+			if (!flit_pub_new(ctx, t, &po)) {
+				fprintf(stderr, "publisher %s: %s\n", t, flit_errmsg());
+				_exit(5);
+			}
+		}
+		if (write(ready[1], "r", 1) != 1) /* all 20,000 are there */
+			_exit(6);
+		char c;
+		(void)!read(go[0], &c, 1); /* until the asker is done */
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(go[0]);
+	close(ready[1]);
+	char r;
+	assert_int_equal(read(ready[0], &r, 1), 1);
+	close(ready[0]);
+	pid_t ak = tl_fork();
+	if (ak == 0) {
+		close(rp[0]);
+		rr_asker_main(rp[1]);
+	}
+	close(rp[1]);
+	struct rr_log x = { 0 };
+	ssize_t got = read(rp[0], &x, sizeof(x));
+	int status, pstatus;
+	waitpid(ak, &status, 0);
+	close(go[1]);
+	waitpid(pp, &pstatus, 0);
+	close(rp[0]);
+	printf("# a joiner's pages between a query and its one page: %u; %u in all; after it left: %u\n",
+	       x.a_before_b, x.a_total, x.a_after_leave);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(WIFEXITED(pstatus) && WEXITSTATUS(pstatus) == 0);
+	assert_int_equal(got, sizeof(x));
+	assert_int_equal(x.b_pages, 1);
+	assert_true(x.a_before_b <= 3);      /* a page each in turn: not ~300 */
+	assert_true(x.a_total < 200);        /* it left: not every page */
+	assert_int_equal(x.a_after_leave, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1551,6 +1733,7 @@ int main(void)
 		cmocka_unit_test(a_late_joiner_is_told_a_topic_s_loss_from_the_page_s_numbers),
 		cmocka_unit_test(topic_numbers_go_in_short_headers_until_2_32),
 		cmocka_unit_test(a_topic_made_after_its_query_is_answered_at_once),
+		cmocka_unit_test(a_query_s_page_does_not_wait_behind_a_joiner_s_pages),
 
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));

@@ -216,21 +216,34 @@ static void src_late_to(struct usess *s, const struct sockaddr_in *to, uint64_t 
 		flit_txts_sent(s->txts, s->ctl, l, 1);
 }
 
-/* Send what the answers owe, as far as the resolver's rate allows; the
- * time to go on (UINT64_MAX: nothing owed).  tp->lock and the lock held. */
+/* Drop answer i (sent or no longer wanted).  Lock held. */
+static void answer_drop(struct usess *s, unsigned i)
+{
+	free(s->ans[i]);
+	memmove(s->ans + i, s->ans + i + 1, (--s->nans - i) * sizeof(*s->ans));
+	if (s->ans_next > i)
+		s->ans_next--;
+}
+
+/* Send what the answers owe, as far as the resolver's rate allows, a page
+ * to each asker in turn: the page a query for one topic owes does not wait
+ * behind the 500 a joining receiver is owed.  The time to go on
+ * (UINT64_MAX: nothing owed).  tp->lock and the lock held. */
 static uint64_t src_answers(struct usess *s, uint64_t now)
 {
 	struct flit_tp *tp = s->tp;
 
 	while (s->nans) {
-		struct answer *a = s->ans[0];
+		if (s->ans_next >= s->nans)
+			s->ans_next = 0;
+		unsigned i = s->ans_next;
+		struct answer *a = s->ans[i];
 		unsigned from = a->from;
 		size_t l = src_info_page(s, s->ctl, sizeof(s->ctl), &from, a->qlen ? a->q : NULL, &a->qh);
 		if (!l) {
 			if (a->late)
 				src_late_to(s, &a->to, now);
-			free(a);
-			memmove(s->ans, s->ans + 1, --s->nans * sizeof(*s->ans));
+			answer_drop(s, i);
 			continue;
 		}
 		if (!flit_rl_take(&tp->res_rl, l, now))
@@ -239,8 +252,19 @@ static uint64_t src_answers(struct usess *s, uint64_t now)
 		if (sendto(s->fd, s->ctl, l, MSG_DONTWAIT, (const struct sockaddr *)&a->to,
 			   sizeof(a->to)) >= 0 && s->txts)
 			flit_txts_sent(s->txts, s->ctl, l, 1);
+		s->ans_next = i + 1;
 	}
 	return UINT64_MAX;
+}
+
+/* A receiver left: what it was owed is nobody's.  Lock held. */
+static void answers_forget(struct usess *s, const struct sockaddr_in *to)
+{
+	for (unsigned i = 0; i < s->nans;)
+		if (same_ep(&s->ans[i]->to, to))
+			answer_drop(s, i);
+		else
+			i++;
 }
 
 /* Owe `to` the pages of the topics QUERY q names (every topic: q NULL),
@@ -405,6 +429,8 @@ static void src_ctl(struct usess *s, const uint8_t *p, size_t len,
 		if (h.session_id != s->session || flit_ctl_domain(p) != tp->domain)
 			break;
 		bool fresh = src_add_rcv(s, from, h.flags & FLIT_JF_LEAVE, now);
+		if (h.flags & FLIT_JF_LEAVE)
+			answers_forget(s, from);
 		bool late = h.flags & FLIT_JF_LATE;
 		/* a receiver new to a shared session gets every topic's page
 		 * first (it may have bound on a page without them all), and

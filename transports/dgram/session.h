@@ -286,7 +286,7 @@ struct usess {
 	uint32_t ann[ANN_MAX];
 	unsigned nann;
 	struct answer *ans[ANSWERS_MAX]; /* INFO pages owed to askers, paced */
-	unsigned nans;
+	unsigned nans, ans_next;     /* the asker whose page goes next */
 	struct flit_txts *txts;      /* transmit stamps (context.udp.tx_timestamps), or NULL */
 	struct flit_counters c;      /* msgs/bytes/frames sent, naks, retx, ... */
 	struct flit_counters c_base; /* c when the lead was last handed on */
