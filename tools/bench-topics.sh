@@ -123,6 +123,23 @@ print(f'{{"secs":{secs},"info_frames":{n[5][0]},"info_bytes":{n[5][1]},'
       f'"query_frames":{n[6][0]},"query_bytes":{n[6][1]},'
       f'"bytes_per_s":{(n[5][1] + n[6][1]) / secs:.1f}}}')
 EOF
+# what the tables' scripts share (PYTHONPATH=$tmp)
+cat >"$tmp/btlib.py" <<'EOF'
+import json
+def first(path):
+    """The first JSON line of a tool's output ({}: none)."""
+    try:
+        return json.loads(open(path).read().splitlines()[0])
+    except Exception:
+        return {}
+def lines(path):
+    """Every JSON line of a tool's output."""
+    try:
+        return [json.loads(l) for l in open(path).read().splitlines()]
+    except Exception:
+        return []
+EOF
+export PYTHONPATH="$tmp${PYTHONPATH:+:$PYTHONPATH}"
 : >"$tmp/all.json"
 
 # host H CMD...: CMD in testbed host H (udp/xdp) or here (shm, rdma)
@@ -215,11 +232,7 @@ for tt in $TRANSPORTS; do
 		fi
 		python3 - "$tmp/pub.json" "$tmp/sub.json" "$tmp/res.json" "$tt" "$n" >>"$tmp/all.json" <<'EOF'
 import json, sys
-def first(path):
-    try:
-        return json.loads(open(path).read().splitlines()[0])
-    except Exception:
-        return {}
+from btlib import first
 p, s, r = first(sys.argv[1]), first(sys.argv[2]), first(sys.argv[3])
 found = (f"{s['found']} of {s['topics']}" + (f", all in {s['find_s']:.2f} s" if s.get('complete') else f" in {s['find_s']:.0f} s")) if s else "?"
 res = f"{r['bytes_per_s']:.0f}" if r else "-"
@@ -349,16 +362,7 @@ if [ "$EXACT" != 0 ] && [ -n "$exact_ts" ] && [ "$(id -u)" -eq 0 ]; then
 		wait "$pp" || true
 		python3 - "$tmp/ex1.json" "$tmp/ex2.json" "$tmp/exp.json" "$t" "$EXACT" >>"$tmp/all.json" <<'EOF'
 import json, sys
-def first(path):
-    try:
-        return json.loads(open(path).read().splitlines()[0])
-    except Exception:
-        return {}
-def lines(path):
-    try:
-        return [json.loads(l) for l in open(path).read().splitlines()]
-    except Exception:
-        return []
+from btlib import first, lines
 s1, p, t = first(sys.argv[1]), first(sys.argv[3]), sys.argv[4]
 after_all = lines(sys.argv[2])
 s2 = after_all[0] if after_all else {}
@@ -402,11 +406,7 @@ if [ "$ONE" != 0 ] && [ -n "$one_ts" ] && [ "$(id -u)" -eq 0 ]; then
 		wait "$pp" || true
 		python3 - "$tmp/one.json" "$tmp/onep.json" "$t" "$ONE" "$ONE_R" >>"$tmp/all.json" <<'EOF'
 import json, sys
-def first(path):
-    try:
-        return json.loads(open(path).read().splitlines()[0])
-    except Exception:
-        return {}
+from btlib import first
 s, p, t = first(sys.argv[1]), first(sys.argv[2]), sys.argv[3]
 if not s or not p:
     sys.stderr.write(f"{t:<9} failed (subscriber {'ok' if s else 'none'}, publisher {'ok' if p else 'none'})\n")
