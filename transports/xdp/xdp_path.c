@@ -108,7 +108,7 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 		goto fail;
 	/* pins without an attached program (a crash, `ip link set dev X xdp
 	 * off`) count as not attached: attaching cleans them up */
-	err = flit_xdp_status(ifname, &st);
+	err = flit_xdp_status_quick(ifname, &st);
 	if (err)
 		goto fail;
 	if (st.attached && st.flit) {
@@ -125,7 +125,7 @@ int flit_xdp_path_open(const struct flit_cfg_context *cc, struct flit_xdp_path *
 			goto fail;
 		p->attached_here = true;
 		how = "attached by this context (detached when it closes)";
-		if ((err = flit_xdp_status(ifname, &st)))
+		if ((err = flit_xdp_status_quick(ifname, &st)))
 			goto fail;
 	}
 	err = flit_xdp_maps_open(ifname, &p->maps);

@@ -907,6 +907,8 @@ static const char *other_name(const struct ifstate *s)
  * extension of the first: 0 if allowed, else the kernel's -errno.  When the
  * first load fails the question stays open: *unknown is set.  A definite
  * answer is cached. */
+static bool freplace_known;  /* freplace_probe() has its answer */
+
 static int freplace_probe(bool *unknown)
 {
 	static bool known;
@@ -947,7 +949,7 @@ static int freplace_probe(bool *unknown)
 		goto out;
 	err = flit_xdp__load(ext);
 	*unknown = false;
-	known = true;
+	known = freplace_known = true;
 	answer = err;
 out:
 	flit_xdp__destroy(ext);
@@ -968,7 +970,11 @@ int flit_xdp_freplace_probe(bool *unknown)
 	return err;
 }
 
-static void why_single(const struct ifstate *s, char *buf, size_t len)
+/* Why flit's program is attached alone.  probe false: without loading the
+ * program twice to ask the kernel about freplace (~25 ms of verification),
+ * unless this process already knows the answer: a context attaching or
+ * looking needs no reason, flit-loader's status and attach give it. */
+static void why_single(const struct ifstate *s, char *buf, size_t len, bool probe)
 {
 	bool unknown;
 	int err;
@@ -981,6 +987,11 @@ static void why_single(const struct ifstate *s, char *buf, size_t len)
 		snprintf(buf, len, "device-bound program (hardware RX stamps in XDP RX "
 			 "metadata): attached alone through libbpf, as libxdp (1.3.1) "
 			 "cannot load device-bound programs");
+		return;
+	}
+	if (!probe && !freplace_known) {
+		snprintf(buf, len, "libxdp attached flit as the only program "
+			 "(`flit-loader status %s` says why)", s->ifname);
 		return;
 	}
 	err = freplace_probe(&unknown);
@@ -1550,7 +1561,7 @@ pin:
 			       "after attaching it (replaced meanwhile?)", ifname);
 	if (err)
 		goto out;
-	why_single(&s, why, sizeof(why));
+	why_single(&s, why, sizeof(why), false);
 	if (why[0])
 		flit_info("%s: %s", ifname, why);
 	flit_info("%s: pins in %s", ifname, s.dir);
@@ -1695,7 +1706,7 @@ out:
 
 /* ---- status ------------------------------------------------------------------------ */
 
-int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
+static int status(const char *ifname, struct flit_xdp_status *st, bool probe)
 {
 	struct ifstate s;
 	int err;
@@ -1725,7 +1736,7 @@ int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
 	st->version = s.pinned ? s.pin_version : 0;
 	snprintf(st->other, sizeof(st->other), "%s", other_name(&s));
 	if ((s.flit || s.flit_unpinned) && !s.multiprog)
-		why_single(&s, st->why_single, sizeof(st->why_single));
+		why_single(&s, st->why_single, sizeof(st->why_single), probe);
 	for (int i = 0; s.attached && i < s.nids && st->nprogs < 10; i++) {
 		struct flit_xdp_prog_slot *ps = &st->progs[st->nprogs++];
 
@@ -1738,6 +1749,16 @@ int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
 out:
 	quiet_exit();
 	return err;
+}
+
+int flit_xdp_status(const char *ifname, struct flit_xdp_status *st)
+{
+	return status(ifname, st, true);
+}
+
+int flit_xdp_status_quick(const char *ifname, struct flit_xdp_status *st)
+{
+	return status(ifname, st, false);
 }
 
 /* ---- the pinned maps ------------------------------------------------------------------ */

@@ -187,6 +187,10 @@ int flit_xdp_detach(const char *ifname);
  * directory for it (st->pin_dir).  -ENODEV when there is no such interface
  * here and no pins of this namespace for that name. */
 int flit_xdp_status(const char *ifname, struct flit_xdp_status *st);
+/* flit_xdp_status() without asking the kernel why a single program
+ * (why_single then names flit-loader status, unless this process asked
+ * before): no program load, for a context that opens the xdp path. */
+int flit_xdp_status_quick(const char *ifname, struct flit_xdp_status *st);
 
 /* Can this kernel replace a function of a loaded XDP program (freplace,
  * BPF_PROG_TYPE_EXT), which libxdp's multi-program dispatcher needs?  Tried
