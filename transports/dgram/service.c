@@ -535,19 +535,10 @@ static uint64_t src_service(struct usess *s, uint64_t now)
 #define HEARD_NS    (2 * QUERY_EXACT_MAX_NS)
 
 struct heard_query {
-	uint64_t hash, at;           /* at 0: free */
+	uint64_t hash, at;           /* flit_name_hash64(name); at 0: free */
 	struct sockaddr_in from;
-	uint16_t len;
 	char name[FLIT_TOPIC_MAX + 1];
 };
-
-static uint64_t name_hash(const char *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;    /* FNV-1a */
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-	return h;
-}
 
 /* The exact names of a QUERY (checked) from `from`.  tp->lock held. */
 static void heard_note(struct flit_tp *tp, const struct sockaddr_in *from, const uint8_t *q,
@@ -555,21 +546,21 @@ static void heard_note(struct flit_tp *tp, const struct sockaddr_in *from, const
 {
 	struct flit_ctl_name_iter it;
 	struct flit_ctl_name nm;
+	char name[FLIT_TOPIC_MAX + 1];
 
 	flit_ctl_names_init(&it, q, h);
 	while (flit_ctl_names_next(&it, &nm)) {
-		if (nm.kind != FLIT_NAME_EXACT || !nm.len || nm.len > FLIT_TOPIC_MAX)
+		if (nm.kind != FLIT_NAME_EXACT)
 			continue; /* patterns: the pages of topics added tell them */
 		if (!tp->heard && !(tp->heard = calloc(HEARD_SLOTS, sizeof(*tp->heard))))
 			return;
-		uint64_t hv = name_hash(nm.name, nm.len);
+		dg_ctl_name_str(&nm, name);
+		uint64_t hv = flit_name_hash64(name);
 		struct heard_query *e = &tp->heard[hv % HEARD_SLOTS];
 		e->hash = hv;
 		e->at = now;
 		e->from = *from;
-		e->len = nm.len;
-		memcpy(e->name, nm.name, nm.len);
-		e->name[nm.len] = 0;
+		memcpy(e->name, name, sizeof(name));
 	}
 }
 
@@ -579,15 +570,14 @@ void dg_src_topic_wanted(struct usess *s, const struct utopic *t, uint64_t now)
 
 	if (!tp->heard)
 		return;
-	size_t len = strlen(t->topic);
-	uint64_t hv = name_hash(t->topic, len);
+	uint64_t hv = flit_name_hash64(t->topic);
 	struct heard_query *e = &tp->heard[hv % HEARD_SLOTS];
-	if (!e->at || e->hash != hv || now - e->at > HEARD_NS || e->len != len ||
-	    memcmp(e->name, t->topic, len))
+	if (!e->at || e->hash != hv || now - e->at > HEARD_NS || strcmp(e->name, t->topic))
 		return;
 	/* what it asked of this topic: its page, paced as an answer */
 	uint8_t q[FLIT_TOPIC_MAX + 64] __attribute__((aligned(8)));
-	struct flit_ctl_name nm = { .kind = FLIT_NAME_EXACT, .len = (uint16_t)len, .name = t->topic };
+	struct flit_ctl_name nm = { .kind = FLIT_NAME_EXACT, .len = (uint16_t)strlen(t->topic),
+				    .name = t->topic };
 	struct flit_frame_hdr qh;
 	size_t l = flit_ctl_query_encode(q, sizeof(q), 0, tp->domain, &nm, 1);
 	if (l && flit_ctl_check(q, l, &qh) == FLIT_FE_OK) {

@@ -212,10 +212,9 @@ struct urcv { struct sockaddr_in a; uint64_t expires; };
 struct advert { uint64_t at, ivl, last; };
 
 /* A publisher: one topic of a source session (the transport's flit_tsrc).
- * Its messages carry idx; the session does the rest. */
-/* Held by its publisher (src_size in transport.c's SESSION_OPS): what a
- * send reads and writes first, in the publisher's first line
- * (FLIT_SRC_HOT bytes). */
+ * Its messages carry idx; the session does the rest.  Held by its
+ * publisher (src_size in transport.c's SESSION_OPS): what a send reads and
+ * writes first, in the publisher's first line (FLIT_SRC_HOT bytes). */
 struct utopic {
 	struct usess *ss;
 	uint64_t next_tseq;          /* the topic's own number of its next message */
