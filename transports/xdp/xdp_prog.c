@@ -911,7 +911,6 @@ static bool freplace_known;  /* freplace_probe() has its answer */
 
 static int freplace_probe(bool *unknown)
 {
-	static bool known;
 	static int answer;
 	struct flit_xdp *tgt = NULL, *ext = NULL;
 	struct bpf_program *tp, *ep;
@@ -919,7 +918,7 @@ static int freplace_probe(bool *unknown)
 	int err;
 
 	*unknown = false;
-	if (known)
+	if (freplace_known)
 		return answer;
 	*unknown = true;
 	tgt = flit_xdp__open();
@@ -949,7 +948,7 @@ static int freplace_probe(bool *unknown)
 		goto out;
 	err = flit_xdp__load(ext);
 	*unknown = false;
-	known = freplace_known = true;
+	freplace_known = true;
 	answer = err;
 out:
 	flit_xdp__destroy(ext);
