@@ -42,7 +42,6 @@
 #define FLIT_SHM_H
 
 #include <limits.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -94,9 +93,8 @@ struct shm_topic {
 	uint64_t tseq;               /* its own number of its next message */
 	uint64_t msgs, bytes;
 	uint32_t idx;                /* its index in the session's messages */
-	char topic[FLIT_TOPIC_MAX + 1];
-};
-_Static_assert(offsetof(struct shm_topic, topic) <= FLIT_SRC_HOT,
+};                                   /* (its name: flit_pub_topic()) */
+_Static_assert(sizeof(struct shm_topic) <= FLIT_SRC_HOT,
 	       "a shm send's state in its publisher's first line");
 
 /* A session: one ring, written by the publishers of its topics. */

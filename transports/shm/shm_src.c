@@ -228,9 +228,9 @@ static void sess_free(struct shm_sess *s)
 	free(s);
 }
 
-/* Add topic t to session s (locked).  0, or -ENOSPC: the session takes no
- * more topics (its table is full), or -ENOMEM. */
-static int sess_add_topic(struct shm_sess *s, struct shm_topic *t)
+/* Add topic t (named topic) to session s (locked).  0, or -ENOSPC: the
+ * session takes no more topics (its table is full), or -ENOMEM. */
+static int sess_add_topic(struct shm_sess *s, struct shm_topic *t, const char *topic)
 {
 	struct shm_wr *w = &s->w;
 	uint32_t idx = 0;
@@ -261,7 +261,7 @@ static int sess_add_topic(struct shm_sess *s, struct shm_topic *t)
 				w->fcount = 0;
 			}
 		}
-		int r = shm_ring_topic_add(s->map, t->topic, w->pos, flit_realtime_now());
+		int r = shm_ring_topic_add(s->map, topic, w->pos, flit_realtime_now());
 		if (r < 0) {
 			s->full = true;
 			return -ENOSPC;
@@ -290,8 +290,9 @@ static int sess_add_topic(struct shm_sess *s, struct shm_topic *t)
 	return 0;
 }
 
-static int sess_new(struct flit_tp *tp, struct shm_topic *t, const struct flit_cfg_source *cfg,
-		    bool own, const char *key, struct shm_sess **out)
+static int sess_new(struct flit_tp *tp, struct shm_topic *t, const char *topic,
+		    const struct flit_cfg_source *cfg, bool own, const char *key,
+		    struct shm_sess **out)
 {
 	struct shm_sess *s = calloc(1, sizeof(*s));
 	int err;
@@ -310,7 +311,7 @@ static int sess_new(struct flit_tp *tp, struct shm_topic *t, const struct flit_c
 	s->table = !own;
 	snprintf(s->name, sizeof(s->name), "%s", own ? "" : cfg->session);
 	snprintf(s->cfgkey, sizeof(s->cfgkey), "%s", key);
-	err = own ? own_ring_open(s, t->topic, cfg) : sess_ring_open(s, t->topic, cfg);
+	err = own ? own_ring_open(s, topic, cfg) : sess_ring_open(s, topic, cfg);
 	if (err) {
 		free(s);
 		return err;
@@ -329,13 +330,13 @@ static int sess_new(struct flit_tp *tp, struct shm_topic *t, const struct flit_c
 		s->batch_max = (uint32_t)s->w.max_frame;
 	if (s->max_msg > FLIT_MSG_LEN_MAX)
 		s->max_msg = FLIT_MSG_LEN_MAX;
-	if ((err = sess_add_topic(s, t))) {
+	if ((err = sess_add_topic(s, t, topic))) {
 		atomic_store(&s->w.hdr->st.closed, 1);
 		unlink(s->path);
 		ring_unmap(s);
 		sess_free(s);
 		return err < 0 ? err : flit_err(ENOSPC, "shm: %s: no room for topic '%s'",
-						 s->path, t->topic);
+						 s->path, topic);
 	}
 	*out = s;
 	return 0;
@@ -349,7 +350,6 @@ int shm_src_open(struct flit_tp *tp, const char *topic,
 	char key[SESS_CFGKEY_MAX];
 	int err;
 
-	snprintf(t->topic, sizeof(t->topic), "%s", topic);
 	cfg_key(cfg, key, sizeof(key));
 	/* a ring of its own: asked for, or late join (a ring retains the
 	 * session's last messages, not the topic's: N of them may hold
@@ -378,7 +378,7 @@ again:
 				sched_yield();
 				goto again;
 			}
-			err = sess_add_topic(s, t);
+			err = sess_add_topic(s, t, topic);
 			sess_unlock(s);
 			if (err == -ENOSPC)
 				continue;
@@ -391,7 +391,7 @@ again:
 			return 0;
 		}
 	}
-	err = sess_new(tp, t, cfg, own, key, &s);
+	err = sess_new(tp, t, topic, cfg, own, key, &s);
 	if (err) {
 		pthread_mutex_unlock(&tp->lock);
 		return err;
