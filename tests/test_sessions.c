@@ -1712,6 +1712,144 @@ static void a_query_s_page_does_not_wait_behind_a_joiner_s_pages(void **state)
 	assert_int_equal(x.a_after_leave, 0);
 }
 
+/* A receiver waiting for a topic asks a source it hears start, at once:
+ * not at its next query, which its backoff has put up to a second away
+ * (a source made after the receiver's last query otherwise waits that
+ * long).  h2 subscribes to nw.want, which nobody publishes; h1 watches its
+ * queries on the resolver channel and, once they are far apart, forges the
+ * first page of a new session (naming nw.other) shortly after one: h2
+ * asks again within a few ms.  The same session's next page asks nothing. */
+struct nw_log { int64_t gap, first_ms, again; unsigned queries; };
+
+static bool nw_query_of(const uint8_t *b, ssize_t n)
+{
+	struct flit_frame_hdr h;
+	struct flit_ctl_name_iter it;
+	struct flit_ctl_name nm;
+	if (n <= 0 || flit_ctl_check(b, (size_t)n, &h) != FLIT_FE_OK || h.type != FLIT_FT_QUERY)
+		return false;
+	flit_ctl_names_init(&it, b, &h);
+	while (flit_ctl_names_next(&it, &nm))
+		if (nm.len == 7 && !memcmp(nm.name, "nw.want", 7))
+			return true;
+	return false;
+}
+
+/* The time (ms) of the next query for nw.want within wait_ms, or -1. */
+static int64_t nw_next_query(int fd, unsigned wait_ms, struct nw_log *x)
+{
+	uint8_t b[2048] __attribute__((aligned(8)));
+	for (uint64_t end = tl_now_ms() + wait_ms; tl_now_ms() < end;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 5) <= 0)
+			continue;
+		if (nw_query_of(b, recv(fd, b, sizeof(b), 0))) {
+			x->queries++;
+			return (int64_t)tl_now_ms();
+		}
+	}
+	return -1;
+}
+
+static void nw_watch_main(int fd)
+{
+	if (tb_enter(tb, 1))
+		_exit(3);
+	int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(14400) };
+	struct ip_mreq mr = { .imr_interface.s_addr = htonl(INADDR_ANY) };
+	inet_pton(AF_INET, "239.192.76.1", &mr.imr_multiaddr);
+	a.sin_addr = mr.imr_multiaddr;
+	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(s, (struct sockaddr *)&a, sizeof(a)) ||
+	    setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
+		_exit(4);
+	struct nw_log x = { .gap = -1, .first_ms = -1, .again = -1 };
+	/* its queries' backoff: wait until two are >= 600 ms apart */
+	int64_t prev = nw_next_query(s, 3000, &x), q = prev;
+	while (prev >= 0 && (q = nw_next_query(s, 1500, &x)) >= 0 && q - prev < 600)
+		prev = q;
+	if (q < 0)
+		_exit(5);
+	x.gap = q - prev;
+	usleep(100 * 1000);
+	uint8_t b[2048] __attribute__((aligned(8)));
+	const uint32_t idx[] = { 0 };
+	const char *const other[] = { "nw.other" };
+	int l = forge_info(b, sizeof(b), 0x5d0001, FLIT_INFOF_PAGE, idx, other, 1);
+	int64_t sent = (int64_t)tl_now_ms();
+	if (sendto(s, b, (size_t)l, 0, (struct sockaddr *)&a, sizeof(a)) != l)
+		_exit(6);
+	int64_t t = nw_next_query(s, 1500, &x);
+	x.first_ms = t < 0 ? -1 : t - sent;
+	/* the same source's next page: known, no query (the next one is
+	 * due a backoff interval after the one it triggered) */
+	usleep(150 * 1000);
+	sent = (int64_t)tl_now_ms();
+	sendto(s, b, (size_t)l, 0, (struct sockaddr *)&a, sizeof(a));
+	t = nw_next_query(s, 300, &x);
+	x.again = t < 0 ? -1 : t - sent;
+	if (write(fd, &x, sizeof(x)) != sizeof(x))
+		_exit(7);
+	_exit(0);
+}
+
+static void nw_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
+{
+	(void)sub; (void)m; (void)arg;
+}
+
+static void a_waiting_subscriber_asks_a_source_it_hears_start(void **state)
+{
+	(void)state;
+	int rp[2], stop[2];
+	assert_int_equal(pipe(rp), 0);
+	assert_int_equal(pipe(stop), 0);
+	pid_t sp = tl_fork();
+	if (sp == 0) {
+		close(stop[1]);
+		if (tb_enter(tb, 2))
+			_exit(3);
+		flit_ctx *ctx = net_ctx("context.stats = off\n");
+		FLIT_OPTS(flit_sub_opts, so, .on_msg = nw_cb);
+		if (!ctx || !flit_sub_new(ctx, "nw.want", &so))
+			_exit(4);
+		for (;;) {
+			struct pollfd p = { .fd = stop[0], .events = POLLIN };
+			if (poll(&p, 1, 0) > 0)
+				break;
+			flit_ctx_poll(ctx, 0);
+			usleep(1000);
+		}
+		flit_ctx_close(ctx);
+		_exit(0);
+	}
+	close(stop[0]);
+	pid_t wp = tl_fork();
+	if (wp == 0) {
+		close(rp[0]);
+		nw_watch_main(rp[1]);
+	}
+	close(rp[1]);
+	struct nw_log x = { 0 };
+	ssize_t got = read(rp[0], &x, sizeof(x));
+	int status, sstatus;
+	waitpid(wp, &status, 0);
+	close(stop[1]);
+	waitpid(sp, &sstatus, 0);
+	close(rp[0]);
+	printf("# queries %lld ms apart; a new source's first page: asked again after %lld ms; "
+	       "its next page: %lld (-1: no query)\n", (long long)x.gap, (long long)x.first_ms,
+	       (long long)x.again);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(WIFEXITED(sstatus) && WEXITSTATUS(sstatus) == 0);
+	assert_int_equal(got, sizeof(x));
+	assert_true(x.gap >= 600);
+	/* at once, not at the next of its backoff (>= 500 ms away) */
+	assert_true(x.first_ms >= 0 && x.first_ms < 250);
+	assert_int_equal(x.again, -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1734,6 +1872,7 @@ int main(void)
 		cmocka_unit_test(topic_numbers_go_in_short_headers_until_2_32),
 		cmocka_unit_test(a_topic_made_after_its_query_is_answered_at_once),
 		cmocka_unit_test(a_query_s_page_does_not_wait_behind_a_joiner_s_pages),
+		cmocka_unit_test(a_waiting_subscriber_asks_a_source_it_hears_start),
 
 	};
 	return nt_suite("s", tests, sizeof(tests) / sizeof(tests[0]));

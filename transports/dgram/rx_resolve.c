@@ -80,6 +80,7 @@ static void send_queries(struct flit_tp *tp, uint64_t now)
 
 	flit_ctx_each_sub(tp->ctx, query_add, &q);
 	query_flush(&q);
+	tp->query_wanted = q.unresolved_exact || q.patterns;
 	uint64_t max = q.unresolved_exact ? QUERY_EXACT_MAX_NS : tp->cc->udp_resolver_max_ms * MS;
 	if (max > tp->cc->udp_resolver_max_ms * MS)
 		max = tp->cc->udp_resolver_max_ms * MS;

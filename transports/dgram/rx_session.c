@@ -557,6 +557,27 @@ static bool info_indexes_ok(const uint8_t *f, const struct flit_frame_hdr *h, bo
 	return ok;
 }
 
+/* A source not heard before, which names nothing we want in this INFO (a
+ * source advertises its first page when it starts): if we still look for
+ * topics, ask now rather than at the next query (up to 1 s away, its
+ * backoff): the source may have them, or make them soon and answer then
+ * (it keeps the exact names it heard).  Once per source, and at most
+ * every NEWSRC_QUERY_NS however many sources start. */
+static void heard_new_source(struct flit_tp *tp, uint32_t id, uint64_t now)
+{
+	for (unsigned i = 0; i < NNEWSRC; i++)
+		if (tp->newsrc[i] == id)
+			return;
+	tp->newsrc[tp->newsrc_next] = id;
+	tp->newsrc_next = (tp->newsrc_next + 1) % NNEWSRC;
+	if (!tp->query_wanted || now - tp->newsrc_q_at < NEWSRC_QUERY_NS)
+		return;
+	tp->newsrc_q_at = now;
+	if (tp->query_at > now)
+		tp->query_at = now;
+	tp->next_house = now;
+}
+
 /* An INFO frame (from the resolver, a query reply, or a static source). */
 static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame_hdr *h,
 		   const struct sockaddr_in *from, uint64_t now)
@@ -616,6 +637,7 @@ static int on_info(struct flit_tp *tp, const uint8_t *f, const struct flit_frame
 			 * page of the session may name a wanted topic) */
 			if (tp->xp && !page)
 				flit_xdp_path_filter(tp->xp, h->session_id);
+			heard_new_source(tp, h->session_id, now);
 			return 0;
 		}
 		if (tp->nsess >= MAX_SESS) {

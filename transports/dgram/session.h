@@ -118,6 +118,8 @@
 #define UNKNOWN_QUERY_NS (200 * MS)
 #define NUNK 16
 #define NENDED 32
+#define NNEWSRC 64       /* sources heard, not wanted: remembered for the query they trigger */
+#define NEWSRC_QUERY_NS (100 * MS) /* at most one query a new source triggers, this often */
 #define MAX_SOCKS 64        /* group:port sockets per context */
 #define MAX_SESS 4096       /* remote sessions known per context */
 #define FLIT_SESSION_NAME_MAX 63  /* source.session */
@@ -363,6 +365,11 @@ struct flit_tp {
 	unsigned unk_next;
 	uint32_t ended[NENDED];
 	unsigned ended_next, nsess;
+	/* the queries a source not heard before triggers: its id, once */
+	uint32_t newsrc[NNEWSRC];
+	unsigned newsrc_next;
+	uint64_t newsrc_q_at;
+	bool query_wanted;           /* the last query asked for something */
 	char **found;                /* topics another transport was given */
 	unsigned nfound;
 	uint64_t rng;
