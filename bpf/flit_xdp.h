@@ -37,8 +37,8 @@
  *   - a DATA frame of a session listed in sessions with FLIT_XDP_SESS_FILTER
  *     in which no message's (session, topic) has a non-zero value in topics:
  *     XDP_DROP (FILTERED); a frame with any wanted message is steered whole,
- *     and one with more messages than FLIT_XDP_WALK_MAX (or longer than
- *     0x7ff8 bytes) is steered unread (WALK_LIMIT);
+ *     and one longer than 0x7ff8 bytes is steered unread (WALK_LIMIT);
+ *     every message of a frame is read, however many a datagram holds
  *   - with FLIT_XDP_SESS_REPORT also: a message of a topic at or above the
  *     session's `named` (one user space has not learnt yet) makes the frame
  *     steered whole (below it, user space lists in topics what it wants
@@ -67,7 +67,6 @@
 #define FLIT_XDP_XSKS_MAX     64    /* slots in xsks */
 #define FLIT_XDP_SESSIONS_MAX 16384
 #define FLIT_XDP_TOPICS_MAX   65536
-#define FLIT_XDP_WALK_MAX     32    /* messages the topic filter reads per frame */
 #define FLIT_XDP_FILTERED_BYTES (1024 * 1024) /* the filtered ring's size: 32,768
 					       * records (24 bytes + an 8-byte header) */
 
@@ -131,7 +130,7 @@ enum flit_xdp_counter {
 	FLIT_XDP_NO_SOCKET,      /* a flow's frame, no socket in its slot */
 	/* extra information (not verdicts) */
 	FLIT_XDP_VLAN,           /* frames that carried 802.1Q/802.1ad tags */
-	FLIT_XDP_WALK_LIMIT,     /* frames steered unread past FLIT_XDP_WALK_MAX */
+	FLIT_XDP_WALK_LIMIT,     /* frames steered unread: over 0x7ff8 bytes */
 	FLIT_XDP_REPORT_FULL,    /* frames steered, not dropped: filtered was full */
 	FLIT_XDP_COUNTERS,
 };

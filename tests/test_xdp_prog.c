@@ -209,17 +209,21 @@ static size_t build(uint8_t *b, const struct pkt_spec *s, const void *pl, size_t
 
 /* A DATA frame of n messages on topics[], payloads of varied length with a
  * checkable pattern (lengths 0..12: every padding amount shows up). */
+/* messages in a test frame: 180 empty ones fill a 1472-byte datagram */
+#define WALK_TEST_MAX 180
+
 static size_t data_frame(uint8_t *f, size_t cap, uint16_t flags, uint32_t sess,
 			 unsigned n, const uint32_t *topics)
 {
-	static uint8_t pay[64][16];
-	const void *pls[64];
-	uint32_t lens[64];
-	uint64_t ts[64], tseq[64];
+	static uint8_t pay[WALK_TEST_MAX][16];
+	const void *pls[WALK_TEST_MAX];
+	uint32_t lens[WALK_TEST_MAX];
+	uint64_t ts[WALK_TEST_MAX], tseq[WALK_TEST_MAX];
 
-	assert_true(n <= 64);
+	assert_true(n <= WALK_TEST_MAX);
 	for (unsigned i = 0; i < n; i++) {
-		lens[i] = (i * 5 + 1) % 13;
+		/* more than 64: empty, as many as a 1472-byte datagram holds */
+		lens[i] = n > 64 ? 0 : (i * 5 + 1) % 13;
 		for (unsigned j = 0; j < 16; j++)
 			pay[i][j] = (uint8_t)(i * 31 + j);
 		pls[i] = pay[i];
@@ -912,33 +916,41 @@ static void frames_in_short_headers_are_walked(void **state)
 	}
 }
 
-static void walk_reads_at_most_walk_max_messages(void **state)
+/* The walk reads every message of a frame, however many a datagram
+ * holds (bpf_loop: no limit but the frame's bytes): a batch of 64, or of
+ * 180 empty messages, none wanted, is dropped; the last one wanted, or
+ * one in the middle, steers it. */
+static void walk_reads_every_message_of_a_frame(void **state)
 {
 	uint8_t f[2048];
-	uint32_t t[64];
+	uint32_t t[WALK_TEST_MAX];
 	struct outcome o;
 
-	for (int i = 0; i < 64; i++)
+	(void)state;
+	for (int i = 0; i < WALK_TEST_MAX; i++)
 		t[i] = T_OTHER;
-	/* exactly FLIT_XDP_WALK_MAX, none wanted: read whole, filtered */
-	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, FLIT_XDP_WALK_MAX, t));
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, 33, t));
 	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
-	/* one more, none wanted: steered unread past the limit */
-	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, FLIT_XDP_WALK_MAX + 1, t));
-	expect(o, XDP_PASS, STEERED_NO_SOCKET, FLIT_XDP_WALK_LIMIT);
 	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), FLIT_FF_TS, SESS_FILT, 64, t));
-	expect(o, XDP_PASS, STEERED_NO_SOCKET, FLIT_XDP_WALK_LIMIT);
-	/* the last message the walk reads is wanted: no limit reached */
-	t[FLIT_XDP_WALK_MAX - 1] = T_WANTED;
-	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, 64, t));
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	size_t fl = data_frame(f, sizeof(f), 0, SESS_FILT, WALK_TEST_MAX, t);
+	assert_true(fl >= 1400 && fl <= 1472);
+	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+	expect(o, XDP_DROP, FLIT_XDP_FILTERED);
+	t[WALK_TEST_MAX - 1] = T_WANTED;
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, WALK_TEST_MAX, t));
 	expect(o, XDP_PASS, STEERED_NO_SOCKET);
-	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, FLIT_XDP_WALK_MAX, t));
+	t[WALK_TEST_MAX - 1] = T_OTHER;
+	t[100] = T_WANTED;
+	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, WALK_TEST_MAX, t));
 	expect(o, XDP_PASS, STEERED_NO_SOCKET);
-	/* the first wanted one past the limit is not seen, but steered anyway */
-	t[FLIT_XDP_WALK_MAX - 1] = T_OTHER;
-	t[FLIT_XDP_WALK_MAX] = T_WANTED;
-	o = run_spec(&(struct pkt_spec){ 0 }, f, data_frame(f, sizeof(f), 0, SESS_FILT, FLIT_XDP_WALK_MAX + 1, t));
-	expect(o, XDP_PASS, STEERED_NO_SOCKET, FLIT_XDP_WALK_LIMIT);
+	/* a count of one more than the frame holds: malformed, not dropped
+	 * as filtered */
+	t[100] = T_OTHER;
+	fl = data_frame(f, sizeof(f), 0, SESS_FILT, WALK_TEST_MAX, t);
+	flit_st16(f + 6, WALK_TEST_MAX + 1);
+	o = run_spec(&(struct pkt_spec){ 0 }, f, fl);
+	expect(o, XDP_DROP, FLIT_XDP_MALFORMED);
 }
 
 static void message_running_past_frame_is_malformed(void **state)
@@ -1222,7 +1234,7 @@ int main(void)
 		T(parted_session_steers_topics_not_named_yet),
 		T(full_report_ring_steers_instead_of_dropping),
 		T(frames_in_short_headers_are_walked),
-		T(walk_reads_at_most_walk_max_messages),
+		T(walk_reads_every_message_of_a_frame),
 		T(message_running_past_frame_is_malformed),
 		T(sessions_not_filtering_are_steered_unread),
 		T(flow_on_other_port_shares_nothing),

@@ -475,7 +475,7 @@ static void write_xdp(FILE *f, const struct prom_input *in)
 		  "Packets flit's XDP program passed to the kernel, by reason (each has one)." },
 		{ "flit_xdp_vlan_total", "counter", "Frames that carried 802.1Q/802.1ad tags." },
 		{ "flit_xdp_walk_limit_total", "counter",
-		  "Frames steered unread past the topic filter's walk limit." },
+		  "Frames steered unread by the topic filter: longer than 0x7ff8 bytes." },
 	};
 
 	for (size_t g = 0; g < sizeof(fam) / sizeof(*fam); g++) {
