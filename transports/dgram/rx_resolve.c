@@ -168,6 +168,7 @@ void dg_rebind(struct flit_tp *tp, uint64_t now)
 	dg_update_ucast_need(tp);
 	tp->query_ivl = QUERY_MIN_NS / 2;
 	tp->query_at = now;
+	tp->next_house = now;   /* the query at the next poll, not up to HOUSE_NS on */
 	tp->dirty = false;
 	if (!tp->in_poll)
 		dg_rsock_reap(tp);

@@ -463,6 +463,7 @@ void dg_sess_ended(struct flit_tp *tp, struct rsess *s, uint64_t now)
 	dg_update_ucast_need(tp);
 	tp->query_ivl = QUERY_MIN_NS / 2;
 	tp->query_at = now;
+	tp->next_house = now;
 }
 
 void dg_update_ucast_need(struct flit_tp *tp)

@@ -110,7 +110,8 @@
 #define JOIN_NS        (1000 * MS)/* receiver keepalive to its sources */
 #define LATE_WAIT_NS   (20 * MS)  /* a joining receiver waits this for LATE (doubling) */
 #define LATE_TRIES     3
-#define XK_IDLE_POLLS  32         /* xdp: empty polls between clock reads */
+#define XK_IDLE_POLLS  32         /* xdp: empty polls between clock reads, at most */
+#define XK_IDLE_NS     (20 * 1000) /* ... as many as take about this long */
 #define RCV_EXPIRE_NS  (3500 * MS)/* a source forgets a silent receiver */
 #define QUERY_MIN_NS   (10 * MS)
 #define QUERY_EXACT_MAX_NS (1000 * MS)
@@ -341,6 +342,8 @@ struct flit_tp {
 	struct sockaddr_in ucast_self; /* the unicast socket's address */
 	char desc[1024];             /* xdp with stamps: ~700 */
 	unsigned xk_want, xk_idle;
+	unsigned xk_skip;            /* empty polls without a clock read: 1 .. XK_IDLE_POLLS */
+	uint64_t xk_tick_at;         /* the last poll that read the clock */
 	unsigned nparted;            /* sessions parted in XDP (rx_part.c) */
 	uint32_t part_gen;           /* the last parting's generation */
 	int part_ev;                 /* events of skips, during dg_part_reports() */

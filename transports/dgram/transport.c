@@ -752,16 +752,29 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 
 	/* AF_XDP or the UD queue with nothing waiting: not even a clock read
 	 * (a spinning latency-bound receiver then checks a ring and returns);
-	 * the timers and the kernel sockets are looked at every XK_IDLE_POLLS
-	 * of these */
+	 * the timers and the kernel sockets are looked at every xk_skip of
+	 * these.  xk_skip follows the poll rate: as many polls as take about
+	 * XK_IDLE_NS (up to XK_IDLE_POLLS when spinning; 1, every poll, for a
+	 * loop that sleeps between polls, whose timers and queries would
+	 * otherwise wait 32 of its sleeps) */
 	if (((tp->xk && !tp->xk_im && !flit_xsk_rx_pending(tp->xk)) ||
 	     (tp->ud && !tp->ud_im && !flit_ud_path_rx_pending(tp->ud))) &&
-	    ++tp->xk_idle < XK_IDLE_POLLS && !tp->dirty)
+	    ++tp->xk_idle < tp->xk_skip && !tp->dirty)
 		return 0;
-	const bool idle_tick = tp->xk_idle >= XK_IDLE_POLLS;
+	const bool idle_tick = tp->xk_skip && tp->xk_idle >= tp->xk_skip;
 	tp->xk_idle = 0;
 	tp->in_poll = true;
 	now = mono();
+	if (idle_tick) {
+		uint64_t span = now - tp->xk_tick_at;
+		if (span > XK_IDLE_NS && tp->xk_skip > 1)
+			tp->xk_skip /= 2;
+		else if (span < XK_IDLE_NS / 2 && tp->xk_skip < XK_IDLE_POLLS)
+			tp->xk_skip *= 2;
+	} else if (!tp->xk_skip) {
+		tp->xk_skip = 1;
+	}
+	tp->xk_tick_at = now;
 	__atomic_store_n(&tp->last_poll, now, __ATOMIC_RELAXED);
 	int err = 0;
 	if (tp->xk) {
