@@ -37,7 +37,8 @@
 # Then, for udp and xdp, one wanted topic among --one N of a session
 # (default 100,000; 0: not run): a subscriber of md.sym00042 alone, the
 # publisher sending --one-rounds R rounds (default 10) of one message on
-# every topic, unbatched: what reached the subscriber, how many of the
+# every topic, unbatched, then batched (rows "+b": source.batch, frames
+# of ~60 messages): what reached the subscriber, how many of the
 # other topics' messages reached its user space (copied up and dropped
 # there), NAKs and loss, and over xdp the program's counters meanwhile
 # (frames dropped in XDP, frames steered up).
@@ -390,21 +391,22 @@ if [ "$ONE" != 0 ] && [ -n "$one_ts" ] && [ "$(id -u)" -eq 0 ]; then
 		up=1
 	fi
 	echo
-	echo "# one wanted topic (md.sym00042) among $ONE of a session: $ONE_R rounds of one message on every topic, unbatched"
+	echo "# one wanted topic (md.sym00042) among $ONE of a session: $ONE_R rounds of one message on every topic, unbatched and (+b) batched (source.batch: frames of ~60 messages)"
 	printf '%-9s %9s %12s %12s %12s %6s %6s %12s %12s\n' transport delivered "others(sess)" "copied_up" "dropped_xdp" naks lost xdp_frames xdp_steered
-	for t in $one_ts; do
+	for t in $one_ts; do for bat in "" +b; do
 		rm -f "$tmp/one.json" "$tmp/onep.json"
+		bcfg=(); [ -n "$bat" ] && bcfg=(-C "source.batch = true")
 		tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
 			-n 1 -m "$ONE_R" -l 2 -T $((BUDGET + 60)) --json sub md.sym00042 >"$tmp/one.json" 2>"$tmp/one.err" &
 		sp=$!
 		sleep 0.3
 		tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" -t "$t" -C context.udp.interface=eth0 \
-			-n "$ONE" -T "$BUDGET" -i 2 -r "$ONE_R" -l 3 --json pub >"$tmp/onep.json" 2>"$tmp/onep.err" &
+			"${bcfg[@]}" -n "$ONE" -T "$BUDGET" -i 2 -r "$ONE_R" -l 3 --json pub >"$tmp/onep.json" 2>"$tmp/onep.err" &
 		pp=$!
 		wait "$sp" || true
 		kill -TERM "$pp" 2>/dev/null || true
 		wait "$pp" || true
-		python3 - "$tmp/one.json" "$tmp/onep.json" "$t" "$ONE" "$ONE_R" >>"$tmp/all.json" <<'EOF'
+		python3 - "$tmp/one.json" "$tmp/onep.json" "$t$bat" "$ONE" "$ONE_R" >>"$tmp/all.json" <<'EOF'
 import json, sys
 from btlib import first
 s, p, t = first(sys.argv[1]), first(sys.argv[2]), sys.argv[3]
@@ -423,10 +425,11 @@ xd, xs = s.get("xdp_filtered"), s.get("xdp_redirected")
 sys.stderr.write(f"{t:<9} {s['msgs']:>9} {others:>12} {up:>12} {early:>12} {s.get('naks_sent', 0):>6} "
                  f"{s.get('msgs_lost', 0):>6} {xd if xd is not None else '-':>12} {xs if xs is not None else '-':>12}"
                  f"{'' if s.get('complete') else '  (incomplete: ' + str(s['msgs']) + ' of ' + sys.argv[5] + ')'}\n")
-print(json.dumps({"tool": "bench-topics", "one_of": int(sys.argv[4]), "transport": t, "sub": s,
+print(json.dumps({"tool": "bench-topics", "one_of": int(sys.argv[4]), "transport": t.removesuffix("+b"),
+                  "batched": t.endswith("+b"), "sub": s,
                   "pub": p, "others_in_session": others, "others_in_user_space": up}))
 EOF
-	done
+	done; done
 fi 2>&1
 [ -n "$JSON" ] && cp "$tmp/all.json" "$JSON" && echo "# JSON: $JSON"
 exit 0
