@@ -9,7 +9,8 @@
 # topics in one shared session (--session) with a few fds; flit-thru and
 # flit-load --topics 1000 (over shm too; misuse: not on rdma) deliver every
 # message; and
-# tools/bench-topics.sh prints its table for a small N.
+# tools/bench-topics.sh prints its table for a small N; a publisher that
+# never polls (--no-poll) is found, over shm and udp.
 # Exit: 0 pass, 77 skip ("SKIP: reason"), 1 fail.
 # timeout: 180
 set -u
@@ -25,6 +26,7 @@ expect 2 flit-topics -n 0 pub
 expect 2 flit-topics --send sub 'x.*'
 expect 2 flit-topics -p 'a*' pub
 expect 2 flit-topics pub extra
+expect 2 flit-topics --no-poll sub 'x.*'
 # --topics of flit-thru and flit-load: 1 .. 65536 (every transport)
 expect 2 flit-thru -t udp --topics 0
 expect 2 flit-thru -t udp --topics 65537
@@ -76,26 +78,29 @@ else
 fi
 
 # ---- a pattern subscriber finds them, started first and second ----------------
-for order in sub-first pub-first; do
-	p="$P$order."
+# (and of a publisher that never polls, --no-poll: it need not)
+for np in "" --no-poll; do for order in sub-first pub-first; do
+	p="$P$order${np:+np}."
 	if [ $order = sub-first ]; then
 		"$D/flit-topics" -p "$p" -n 300 -T 20 --json sub "$p*" >"$tmp/sub" 2>"$tmp/sub.err" & sp=$!
 		sleep 0.3
-		"$D/flit-topics" -p "$p" -n 300 -i 0.2 -l 20 --send pub >"$tmp/pub" 2>&1 & pp=$!
+		"$D/flit-topics" -p "$p" -n 300 -i 0.2 -l 20 --send $np --json pub >"$tmp/pub" 2>&1 & pp=$!
 	else
-		"$D/flit-topics" -p "$p" -n 300 -i 0.2 -l 20 --send pub >"$tmp/pub" 2>&1 & pp=$!
+		"$D/flit-topics" -p "$p" -n 300 -i 0.2 -l 20 --send $np --json pub >"$tmp/pub" 2>&1 & pp=$!
 		sleep 1
 		"$D/flit-topics" -p "$p" -n 300 -T 20 --json sub "$p*" >"$tmp/sub" 2>"$tmp/sub.err" & sp=$!
 	fi
 	on_exit "kill $pp $sp 2>/dev/null"
 	wait $sp; rc=$?
 	kill -TERM $pp 2>/dev/null; wait $pp
-	if [ $rc -eq 0 ] && [ "$(json "$tmp/sub" found)" = 300 ] && [ "$(json "$tmp/sub" complete)" = True ]; then
-		ok "shm, $order: the pattern subscriber found all 300 in $(json "$tmp/sub" find_s) s"
+	want_poll=1ms; [ -n "$np" ] && want_poll=none
+	if [ $rc -eq 0 ] && [ "$(json "$tmp/sub" found)" = 300 ] && [ "$(json "$tmp/sub" complete)" = True ] &&
+	   [ "$(json "$tmp/pub" poll)" = $want_poll ]; then
+		ok "shm, $order${np:+, the publisher not polling}: the pattern subscriber found all 300 in $(json "$tmp/sub" find_s) s"
 	else
-		fail "shm, $order: exit $rc: $(cat "$tmp/sub" "$tmp/sub.err")"
+		fail "shm, $order $np: exit $rc: $(cat "$tmp/sub" "$tmp/sub.err" "$tmp/pub")"
 	fi
-done
+done; done
 
 # ---- what cannot be done is said --------------------------------------------------
 if expect 1 flit-topics -n 5 -T 0.3 sub "$P.none.*"; then
@@ -122,6 +127,15 @@ wait $sp; rc=$?
 kill -TERM $pp 2>/dev/null; wait $pp
 if [ $rc -eq 0 ] && grep -q "^found 20 topics of 'md.\*'" "$tmp/usub"; then ok "udp: $(cat "$tmp/usub")"
 else fail "udp: exit $rc: $(cat "$tmp/usub" "$tmp/upub")"; fi
+# a publisher that never polls, started first: its service thread answers
+tools/testbed exec --name "$tb" --host 1 -- "$D/flit-topics" "${U[@]}" -p np -n 20 -i 0.2 -l 20 --no-poll pub >"$tmp/upub" 2>&1 & pp=$!
+sleep 1
+tools/testbed exec --name "$tb" --host 2 -- "$D/flit-topics" "${U[@]}" -p np -n 20 -T 20 sub 'np*' >"$tmp/usub" 2>&1 & sp=$!
+on_exit "kill $pp $sp 2>/dev/null"
+wait $sp; rc=$?
+kill -TERM $pp 2>/dev/null; wait $pp
+if [ $rc -eq 0 ] && grep -q "^found 20 topics of 'np\*'" "$tmp/usub"; then ok "udp, the publisher not polling: $(cat "$tmp/usub")"
+else fail "udp --no-poll: exit $rc: $(cat "$tmp/usub" "$tmp/upub")"; fi
 
 # one shared session (--session): 2,000 topics, 2 file descriptors' worth,
 # and the pattern subscriber finds them all
@@ -210,17 +224,22 @@ else
 fi
 
 # one wanted topic among 2,000 of a session, over xdp: its 5 messages, and
-# none of the other topics' reaches user space (the program drops them)
+# none of the other topics' reaches user space (the program drops them);
+# batched, only the others in its own frames (one a round, <= 180 each)
 tools/bench-topics.sh -n "" -t xdp --spread 0 --exact 0 --one 2000 --one-rounds 5 --json "$tmp/one.json" >"$tmp/one" 2>&1 || fail "bench-topics --one exited $?"
 if python3 -c '
 import json, sys
 r = [j for j in map(json.loads, open(sys.argv[1])) if "one_of" in j]
-assert len(r) == 1 and r[0]["transport"] == "xdp", r
-s = r[0]["sub"]
-assert s["complete"] and s["msgs"] == 5 and s["msgs_lost"] == 0, s
-assert r[0]["others_in_session"] == 5 * 1999 and r[0]["others_in_user_space"] == 0, r[0]
-assert s["xdp_filtered"] == 5 * 1999 and s["xdp_report_full"] == 0, s' "$tmp/one.json" 2>"$tmp/one.chk"; then
-	ok "bench-topics --one 2000 over xdp: 5 of 5 delivered, the other 9,995 messages dropped in XDP"
+assert [(j["transport"], j["batched"]) for j in r] == [("xdp", False), ("xdp", True)], r
+for j in r:
+    s = j["sub"]
+    assert s["complete"] and s["msgs"] == 5 and s["msgs_lost"] == 0, s
+    assert j["others_in_session"] == 5 * 1999 and s["xdp_report_full"] == 0, j
+u, b = r
+assert u["others_in_user_space"] == 0 and u["sub"]["xdp_filtered"] == 5 * 1999, u
+assert b["others_in_user_space"] <= 5 * 180, b
+assert b["sub"]["msgs_filtered_early"] == 5 * 1999 - b["others_in_user_space"], b' "$tmp/one.json" 2>"$tmp/one.chk"; then
+	ok "bench-topics --one 2000 over xdp: 5 of 5 delivered, the other 9,995 messages dropped in XDP; batched, all but the $(python3 -c 'import json,sys; print([j for j in map(json.loads, open(sys.argv[1])) if "one_of" in j][1]["others_in_user_space"])' "$tmp/one.json") in its own frames"
 else
 	fail "bench-topics --one: $(cat "$tmp/one" "$tmp/one.chk" | tail -8)"
 fi

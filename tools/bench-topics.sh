@@ -54,7 +54,9 @@
 # holds 65,536); "shm+own", "udp+own", "xdp+own": each topic a session (shm:
 # a ring) of its own
 # (flit-topics --session own); "udp+s", "xdp+s": named sessions
-# (flit-topics --session md: source.session, a session per 50,000 topics).
+# (flit-topics --session md: source.session, a session per 50,000 topics);
+# "shm+np", "udp+np", "xdp+np": the publisher never polls (flit-topics
+# --no-poll: it need not; idle and floor are then of a 100 ms sleep loop).
 #
 # An N that cannot run here is not started, and the row says why: the RSS
 # or file descriptors the previous N measured per topic would exceed half
@@ -158,7 +160,7 @@ fi
 
 for tt in $TRANSPORTS; do
 	t=${tt%+*} cfg=() pcfg=()
-	case $tt in *+own) pcfg=(--session own) ;; *+s) pcfg=(--session md) ;; esac
+	case $tt in *+own) pcfg=(--session own) ;; *+s) pcfg=(--session md) ;; *+np) pcfg=(--no-poll) ;; esac
 	case $t in
 	shm) ;;
 	rdma)

@@ -32,7 +32,8 @@ static const char usage[] =
 "What many topics cost one context.\n"
 "\n"
 "pub: create N publishers of topics PREFIX00000.. in one context, then idle,\n"
-"     polling every 1 ms: time to create (and per topic, first and last tenth),\n"
+"     polling every 1 ms (--no-poll: not at all): time to create (and per\n"
+"     topic, first and last tenth),\n"
 "     file descriptors, RSS, CPU of the idle process, the library's share of\n"
 "     it (its threads and flit_ctx_poll()) and, measured after, of the same\n"
 "     1 ms sleep loop without the library: the floor.\n"
@@ -48,6 +49,10 @@ static const char usage[] =
 "                       subscriber as it stays once resolution is stable)\n"
 "                       (default 0; SIGINT/SIGTERM end it early)\n"
 "  -s, --send           pub: one message on every topic after creating them\n"
+"      --no-poll        pub: never call flit_ctx_poll() (but when a send is\n"
+"                       back-pressured): idle and linger sleep 100 ms at a\n"
+"                       time; a publisher need not poll (the library's\n"
+"                       threads answer, advertise and keep it alive)\n"
 "  -r, --rounds R       pub: after the idle time (subscribers have joined),\n"
 "                       R rounds of one message on every topic (unbatched\n"
 "                       unless -C 'source.batch = true')\n"
@@ -78,7 +83,7 @@ static const char usage[] =
 
 struct options {
 	const char *transport, *prefix, *pattern, *session;
-	bool sub, send, json;
+	bool sub, send, json, no_poll;
 	uint64_t n, rounds, want_msgs;
 	char ifname[IF_NAMESIZE];  /* context.udp.interface (the xdp counters) */
 	double idle_s, linger_s, timeout_s;
@@ -155,7 +160,7 @@ static void topic_name(char *buf, size_t len, const char *prefix, uint64_t i, ui
 
 /* One message on each of pubs[0..n) (value: round << 32 | topic number);
  * the messages sent. */
-static uint64_t send_round(flit_ctx *ctx, flit_pub **pubs, uint64_t n, uint64_t round)
+static uint64_t send_round(flit_ctx *ctx, flit_pub **pubs, uint64_t n, uint64_t round, bool poll)
 {
 	uint64_t sent = 0;
 
@@ -172,7 +177,7 @@ static uint64_t send_round(flit_ctx *ctx, flit_pub **pubs, uint64_t n, uint64_t 
 			flit_ctx_poll(ctx, 0);
 			tool_sleep_us(100);
 		}
-		if ((i & 255) == 255)
+		if ((i & 255) == 255 && poll)
 			flit_ctx_poll(ctx, 0);
 	}
 	return sent;
@@ -209,7 +214,8 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		if (made + 1 == tenth)
 			t_first = now_s() - t0;
 		if ((made & 255) == 255) {
-			flit_ctx_poll(ctx, 0);
+			if (!o->no_poll)
+				flit_ctx_poll(ctx, 0);
 			if (now_s() - t0 > o->timeout_s) {
 				made++;
 				snprintf(why, sizeof(why), "stopped after %g s (--timeout)", o->timeout_s);
@@ -225,28 +231,33 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	double us_last = made == o->n && t_last0 ? (t_end - t_last0) * 1e6 / (double)tenth : 0;
 	unsigned fds = count_fds();
 
-	uint64_t sent = o->send ? send_round(ctx, pubs, made, 0) : 0;
+	uint64_t sent = o->send ? send_round(ctx, pubs, made, 0, !o->no_poll) : 0;
 
-	/* the idle process: polling every 1 ms, as an application's loop.
-	 * The library's share: its threads (the process less this one) and
-	 * this thread's time in flit_ctx_poll() */
+	/* the idle process: polling every 1 ms, as an application's loop
+	 * (--no-poll: sleeping 100 ms at a time, never polling: a publisher
+	 * need not, the library's threads do its part).  The library's
+	 * share: its threads (the process less this one) and this thread's
+	 * time in flit_ctx_poll() */
+	const unsigned nap_us = o->no_poll ? 100000 : 1000;
 	double c0 = cpu_of(RUSAGE_SELF), m0 = cpu_of(RUSAGE_THREAD), w0 = now_s(), in_poll = 0;
 	while (!stop && now_s() - w0 < o->idle_s) {
-		double p0 = thread_cpu_s();
-		flit_ctx_poll(ctx, 0);
-		in_poll += thread_cpu_s() - p0;
-		tool_sleep_us(1000);
+		if (!o->no_poll) {
+			double p0 = thread_cpu_s();
+			flit_ctx_poll(ctx, 0);
+			in_poll += thread_cpu_s() - p0;
+		}
+		tool_sleep_us(nap_us);
 	}
 	double idle_wall = now_s() - w0, idle_cpu = cpu_of(RUSAGE_SELF) - c0;
 	double lib_cpu = idle_cpu - (cpu_of(RUSAGE_THREAD) - m0) + in_poll;
 	double cpu_pct = idle_wall > 0 ? 100.0 * idle_cpu / idle_wall : 0;
 	double lib_pct = idle_wall > 0 ? 100.0 * (lib_cpu > 0 ? lib_cpu : 0) / idle_wall : 0;
-	/* the floor: the same 1 ms loop for a second, without the library
-	 * (what waking 1000 times a second costs here): this thread's CPU
-	 * alone, the library's own threads go on meanwhile */
+	/* the floor: the same loop for a second, without the library (what
+	 * waking 1000 times a second costs here): this thread's CPU alone,
+	 * the library's own threads go on meanwhile */
 	double fc0 = cpu_of(RUSAGE_THREAD), fw0 = now_s();
 	while (!stop && now_s() - fw0 < 1.0)
-		tool_sleep_us(1000);
+		tool_sleep_us(nap_us);
 	double floor_pct = 100.0 * (cpu_of(RUSAGE_THREAD) - fc0) / (now_s() - fw0);
 	uint64_t rss = rss_bytes();
 
@@ -254,7 +265,7 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	double r0 = now_s();
 	uint64_t rsent = 0;
 	for (uint64_t r = 0; r < o->rounds && !stop; r++)
-		rsent += send_round(ctx, pubs, made, r);
+		rsent += send_round(ctx, pubs, made, r, !o->no_poll);
 	for (uint64_t i = 0; i < made && o->rounds; i++)
 		flit_pub_flush(pubs[i]);
 	double rounds_s = now_s() - r0;
@@ -264,10 +275,11 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		       "\"created\":%llu,\"create_s\":%.4f,\"us_per_topic_first\":%.2f,"
 		       "\"us_per_topic_last\":%.2f,\"fds\":%u,\"rss_bytes\":%llu,\"idle_s\":%.2f,"
 		       "\"idle_cpu_pct\":%.2f,\"idle_lib_pct\":%.2f,\"idle_floor_pct\":%.2f,\"sent\":%llu,"
-		       "\"session\":\"%s\",\"created_at_s\":%.6f",
+		       "\"session\":\"%s\",\"created_at_s\":%.6f,\"poll\":\"%s\"",
 		       o->transport, (unsigned long long)o->n, (unsigned long long)made, create_s,
 		       us_first, us_last, fds, (unsigned long long)rss, idle_wall, cpu_pct, lib_pct, floor_pct,
-		       (unsigned long long)sent, o->session ? o->session : "", t_end);
+		       (unsigned long long)sent, o->session ? o->session : "", t_end,
+		       o->no_poll ? "none" : "1ms");
 		if (o->rounds)
 			printf(",\"rounds\":%llu,\"round_msgs\":%llu,\"rounds_s\":%.4f",
 			       (unsigned long long)o->rounds, (unsigned long long)rsent, rounds_s);
@@ -287,8 +299,9 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 		if (why[0])
 			printf("stopped: %s\n", why);
 		printf("%u fds, RSS %.1f MiB, idle CPU %.2f %% of a core over %.1f s, the library's "
-		       "%.2f %% (its threads and flit_ctx_poll(); the 1 ms sleep loop alone: %.2f %%)\n",
-		       fds, (double)rss / 1048576.0, cpu_pct, idle_wall, lib_pct, floor_pct);
+		       "%.2f %% (its threads and flit_ctx_poll(); the %s sleep loop alone: %.2f %%)\n",
+		       fds, (double)rss / 1048576.0, cpu_pct, idle_wall, lib_pct,
+		       o->no_poll ? "100 ms, not polling," : "1 ms", floor_pct);
 		if (o->send)
 			printf("sent one message on %llu topics\n", (unsigned long long)sent);
 		if (o->rounds)
@@ -299,8 +312,9 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 
 	double l0 = now_s();
 	while (!stop && now_s() - l0 < o->linger_s) {
-		flit_ctx_poll(ctx, 0);
-		tool_sleep_us(1000);
+		if (!o->no_poll)
+			flit_ctx_poll(ctx, 0);
+		tool_sleep_us(nap_us);
 	}
 	for (uint64_t i = 0; i < made; i++)
 		flit_pub_close(pubs[i]);
@@ -452,7 +466,7 @@ static int run_sub(const struct options *o, flit_ctx *ctx)
 
 static void parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_JSON = 256 };
+	enum { OPT_JSON = 256, OPT_NO_POLL };
 	static const struct option longopts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "topics",    required_argument, NULL, 'n' },
@@ -460,6 +474,7 @@ static void parse(int argc, char **argv, struct options *o)
 		{ "idle",      required_argument, NULL, 'i' },
 		{ "linger",    required_argument, NULL, 'l' },
 		{ "send",      no_argument,       NULL, 's' },
+		{ "no-poll",   no_argument,       NULL, OPT_NO_POLL },
 		{ "rounds",    required_argument, NULL, 'r' },
 		{ "messages",  required_argument, NULL, 'm' },
 		{ "session",   required_argument, NULL, 'S' },
@@ -495,6 +510,7 @@ static void parse(int argc, char **argv, struct options *o)
 			  timeout_set = true; break;
 		case 'C': tool_config_defer(cfg, &ncfg, optarg); break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_NO_POLL: o->no_poll = true; break;
 		case 'v': o->verbose++; break;
 		case 'h': tool_help_exit();
 		default: tool_getopt_error(opt, argv);
@@ -510,8 +526,8 @@ static void parse(int argc, char **argv, struct options *o)
 		o->pattern = argv[optind++];
 		if (!*o->pattern || strlen(o->pattern) > FLIT_TOPIC_MAX)
 			tool_usage_exit("bad PATTERN: 1..%d bytes", FLIT_TOPIC_MAX);
-		if (o->send || o->session || o->rounds)
-			tool_usage_exit("--send, --rounds and --session are for pub");
+		if (o->send || o->session || o->rounds || o->no_poll)
+			tool_usage_exit("--send, --rounds, --session and --no-poll are for pub");
 	} else if (o->want_msgs) {
 		tool_usage_exit("--messages is for sub");
 	} else if (strcmp(mode, "pub")) {
