@@ -190,10 +190,20 @@ int dg_src_flush_locked(struct usess *s, uint64_t now, bool raw)
 }
 
 
+/* The clock of a send, read once and only when needed: a message added to
+ * an open batch needs none (0: not read yet). */
+static inline uint64_t send_clock(uint64_t *now)
+{
+	if (!*now)
+		*now = mono();
+	return *now;
+}
+
 /* Room at the end of the frame being built for a message of `len` bytes:
  * sends the frame first if the message would not fit, starts a frame if
- * none is open.  0, FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
-static int src_make_room(struct usess *s, size_t len, uint64_t now)
+ * none is open (reading the clock then, into *now).  0,
+ * FLIT_BACK_PRESSURED or FLIT_NOT_CONNECTED.  Lock held. */
+static int src_make_room(struct usess *s, size_t len, uint64_t *now)
 {
 	uint16_t fl = data_flags(s);
 
@@ -201,7 +211,7 @@ static int src_make_room(struct usess *s, size_t len, uint64_t now)
 	 * headers ended) goes as it is */
 	if (s->count && (s->flen + flit_msg_hdr_len(fl) + flit_align8(len) > s->max_dgram ||
 			 frame_flags(s) != fl)) {
-		int r = dg_src_flush_locked(s, now, false);
+		int r = dg_src_flush_locked(s, send_clock(now), false);
 		if (r)
 			return r;
 	}
@@ -210,7 +220,7 @@ static int src_make_room(struct usess *s, size_t len, uint64_t now)
 	if (!s->count) {
 		flit_frame_begin(s->buf, FLIT_FT_DATA, fl, s->session, s->next_seq);
 		s->flen = FLIT_FRAME_HDR_LEN;
-		s->batch_t0 = now;
+		s->batch_t0 = send_clock(now);
 	}
 	return 0;
 }
@@ -248,7 +258,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 {
 	struct utopic *t = (struct utopic *)ts;
 	struct usess *s = t->ss;
-	uint64_t now;
+	uint64_t now = 0;
 	int r = 0;
 
 	if (FLIT_UNLIKELY(len > max_msg_of(s)))
@@ -263,7 +273,8 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		return flit_err(EBUSY, "udp: %s: send during a claim%s", t->topic,
 				s->claimer == t ? "" : " of another publisher of its session");
 	}
-	now = mono();
+	if (!s->batching)
+		now = mono();
 	uint64_t tsv = s->ts ? flit_realtime_now() : 0;
 	if (FLIT_UNLIKELY(!s->batching && s->count) && dg_src_flush_locked(s, now, false)) {
 		s->c.back_pressured++;
@@ -316,7 +327,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 		return 0;
 	}
 	/* implicit batching */
-	r = src_make_room(s, len, now);
+	r = src_make_room(s, len, &now);
 	if (r) {
 		if (r == FLIT_BACK_PRESSURED)
 			s->c.back_pressured++;
@@ -329,7 +340,7 @@ int dg_send(struct flit_tsrc *ts, const void *data, size_t len)
 	t->msgs_sent++;
 	t->bytes_sent += len;
 	if (src_msg_done(s, pl, (uint32_t)len))
-		dg_src_flush_locked(s, now, false);
+		dg_src_flush_locked(s, send_clock(&now), false);
 	src_unlock(s);
 	return 0;
 }
@@ -348,9 +359,9 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 		return flit_err(EBUSY, "udp: %s: already claimed%s", t->topic,
 				s->claimer == t ? "" : " by another publisher of its session");
 	}
-	now = mono();
+	now = 0;
 	tseq_form(s, t);
-	int r = src_make_room(s, len, now);
+	int r = src_make_room(s, len, &now);
 	if (r) {
 		src_unlock(s);
 		return r;
