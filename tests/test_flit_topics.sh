@@ -201,9 +201,12 @@ fi
 tools/bench-topics.sh -n "1 20" -t "shm udp" -T 10 -R 3 --settle 0 --spread 0 --exact 2000 --one 0 --json "$tmp/bench.json" >"$tmp/bench" 2>&1 || fail "bench-topics exited $?"
 # udp rows count the resolution traffic (adverts at least: > 0 B/s)
 res=$(python3 -c 'import json,sys; print(" ".join(str(j["resolution"].get("bytes_per_s", "none")) for j in map(json.loads, open(sys.argv[1])) if j["transport"] == "udp" and "resolution" in j))' "$tmp/bench.json" 2>/dev/null)
+# every row the publisher's CPU at rest (its threads' time over the -R seconds)
+rest=$(python3 -c 'import json,sys; print(" ".join(str(j["rest"].get("rest_cpu_pct", "none")) for j in map(json.loads, open(sys.argv[1])) if "rest" in j))' "$tmp/bench.json" 2>/dev/null)
 if [ "$(grep -cE '^(shm|udp) +(1|20) +[0-9.]+ ' "$tmp/bench")" = 4 ] && [ "$(wc -l <"$tmp/bench.json")" = 6 ] &&
-   python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; sys.exit(not (len(v) == 2 and min(v) > 0))' $res 2>/dev/null; then
-	ok "bench-topics: 4 rows, udp resolution $res B/s"
+   python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; sys.exit(not (len(v) == 2 and min(v) > 0))' $res 2>/dev/null &&
+   python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; sys.exit(not (len(v) == 4 and min(v) > 0 and max(v) < 100))' $rest 2>/dev/null; then
+	ok "bench-topics: 4 rows, udp resolution $res B/s, the publisher at rest $rest % of a core"
 else
 	fail "bench-topics: $(cat "$tmp/bench")"
 fi

@@ -13,7 +13,9 @@
 # the subscriber host's link (multicast adverts, queries, answers), counted
 # for -R seconds (default 10; 0: not counted) after the subscriber found
 # them all and resolution settled (--settle, default 6 s: the adverts' and
-# queries' backoff reaches context.udp.resolver_max_ms, 5 s).
+# queries' backoff reaches context.udp.resolver_max_ms, 5 s), and over the
+# same seconds (shm too) the CPU of the publishing process at rest (rest%:
+# every thread, /proc/PID/task/*/schedstat, its subscriber still there).
 #
 #   tools/bench-topics.sh [-n "1 1000 10000 100000"] [-t "shm shm+own udp udp+own xdp xdp+own rdma rdma+own"]
 #                         [-T SECONDS] [-R SECONDS] [--settle SECONDS]
@@ -100,7 +102,7 @@ memavail=$(( $(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024 ))
 shmfree=$(df -B1 --output=avail /dev/shm | tail -1)
 printf '# flit-topics, %s; fd limit %s, %s GiB available, /dev/shm %s GiB free; creation budget %s s\n' \
 	"$(date -u +%F)" "$fdmax" $((memavail >> 30)) $((shmfree >> 30)) "$BUDGET"
-printf '%-5s %7s  %9s %8s %8s %7s %9s %6s %6s %6s %9s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% lib% floor% res_B/s "found by 'md.*'"
+printf '%-5s %7s  %9s %8s %8s %7s %9s %6s %6s %6s %6s %9s  %s\n' transport topics create_s us/first us/last fds rss_MiB cpu% lib% floor% rest% res_B/s "found by 'md.*'"
 # what resolution sends once stable, seen on a host's link: IPv4/UDP
 # datagrams that are flit INFO (5) or QUERY (6) frames, in and out
 cat >"$tmp/rescount.py" <<'EOF'
@@ -151,6 +153,8 @@ host() {
 	# exec: the caller's $! is the tool itself, for the signal that ends it
 	if [ "$t" = shm ] || [ "$t" = rdma ]; then exec "$@"; else exec tools/testbed exec --name "$tb" --host "$h" -- "$@"; fi
 }
+# CPU time (ns on a CPU, every thread: schedstat) of process $1 so far
+proc_cpu_ns() { [ -d "/proc/$1/task" ] && cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d\n", s }'; }
 # rdma: this host's RDMA address and its interface (the resolver's)
 rdma_ip= rdma_if=eth0
 if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
@@ -221,10 +225,24 @@ for tt in $TRANSPORTS; do
 			p=$sp; [ $f = pub ] && p=$pp
 			while [ ! -s "$tmp/$f.json" ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; done
 		done
-		if [ "$t" != shm ] && [ "$RES_W" != 0 ] && [ -s "$tmp/sub.json" ] && kill -0 "$pp" 2>/dev/null; then
+		# at rest: resolution settled, the subscriber still there; the
+		# resolution traffic (udp, xdp) and the publishing process's CPU
+		# (all its threads, /proc/PID/stat) over the same -R seconds
+		rm -f "$tmp/rest.json"
+		if [ "$RES_W" != 0 ] && [ -s "$tmp/sub.json" ] && kill -0 "$pp" 2>/dev/null; then
 			sleep "$SETTLE"
-			ifc=eth0; [ "$t" = rdma ] && ifc=$rdma_if
-			(host 2 python3 "$tmp/rescount.py" "$ifc" "$RES_W") >"$tmp/res.json" 2>"$tmp/res.err" || true
+			c0=$(proc_cpu_ns "$pp") w0=$(date +%s.%N)
+			if [ "$t" != shm ]; then
+				ifc=eth0; [ "$t" = rdma ] && ifc=$rdma_if
+				(host 2 python3 "$tmp/rescount.py" "$ifc" "$RES_W") >"$tmp/res.json" 2>"$tmp/res.err" || true
+			else
+				sleep "$RES_W"
+			fi
+			c1=$(proc_cpu_ns "$pp") w1=$(date +%s.%N)
+			[ -n "$c0" ] && [ -n "$c1" ] &&
+				awk -v a="$c0" -v b="$c1" -v w0="$w0" -v w1="$w1" \
+					'BEGIN { printf "{\"rest_cpu_pct\":%.2f,\"rest_s\":%.2f}\n", 100 * (b - a) / 1e9 / (w1 - w0), w1 - w0 }' \
+					>"$tmp/rest.json"
 		fi
 		kill -TERM "$sp" "$pp" 2>/dev/null || true
 		wait "$sp" || true
@@ -233,19 +251,22 @@ for tt in $TRANSPORTS; do
 			printf '%-5s %7s  failed: %s\n' "$tt" "$n" "$(tail -1 "$tmp/pub.err")"
 			continue
 		fi
-		python3 - "$tmp/pub.json" "$tmp/sub.json" "$tmp/res.json" "$tt" "$n" >>"$tmp/all.json" <<'EOF'
+		python3 - "$tmp/pub.json" "$tmp/sub.json" "$tmp/res.json" "$tt" "$n" "$tmp/rest.json" >>"$tmp/all.json" <<'EOF'
 import json, sys
 from btlib import first
 p, s, r = first(sys.argv[1]), first(sys.argv[2]), first(sys.argv[3])
+rest = first(sys.argv[6])
 found = (f"{s['found']} of {s['topics']}" + (f", all in {s['find_s']:.2f} s" if s.get('complete') else f" in {s['find_s']:.0f} s")) if s else "?"
 res = f"{r['bytes_per_s']:.0f}" if r else "-"
 line = (f"{sys.argv[4]:<5} {p['topics']:>7}  {p['create_s']:>9.3f} {p['us_per_topic_first']:>8.1f} "
         f"{p['us_per_topic_last']:>8.1f} {p['fds']:>7} {p['rss_bytes'] / 1048576:>9.1f} {p['idle_cpu_pct']:>6.1f} "
-        f"{p.get('idle_lib_pct', 0):>6.1f} {p.get('idle_floor_pct', 0):>6.1f} {res:>9}  {found}")
+        f"{p.get('idle_lib_pct', 0):>6.1f} {p.get('idle_floor_pct', 0):>6.1f} "
+        f"{(format(rest['rest_cpu_pct'], '.2f') if rest else '-'):>6} {res:>9}  {found}")
 if p['created'] != p['topics']:
     line += f"\n{'':14}created {p['created']}: {p.get('error', '')}"
 sys.stderr.write(line + "\n")
-print(json.dumps({"tool": "bench-topics", "transport": sys.argv[4], "pub": p, "sub": s, "resolution": r}))
+print(json.dumps({"tool": "bench-topics", "transport": sys.argv[4], "pub": p, "sub": s, "resolution": r,
+                  "rest": rest}))
 EOF
 		# what the next N is extrapolated from (N 0: it could not create them all)
 		read -r prev_n prev_rss prev_fds prev_s <<<"$(python3 -c 'import json,sys; p=json.loads(open(sys.argv[1]).readline()); print(p["created"] if p["created"] == p["topics"] else 0, p["rss_bytes"], p["fds"], p["create_s"])' "$tmp/pub.json")"
