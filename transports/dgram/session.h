@@ -119,7 +119,7 @@
 #define UNKNOWN_QUERY_NS (200 * MS)
 #define NUNK 16
 #define NENDED 32
-#define NNEWSRC 64       /* sources heard, not wanted: remembered for the query they trigger */
+#define NNEWSRC 256      /* sources heard, not wanted: remembered for the query they trigger */
 #define NEWSRC_QUERY_NS (100 * MS) /* at most one query a new source triggers, this often */
 #define MAX_SOCKS 64        /* group:port sockets per context */
 #define MAX_SESS 4096       /* remote sessions known per context */
