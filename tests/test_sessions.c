@@ -1212,18 +1212,26 @@ static void sh_cb(flit_sub *sub, const struct flit_msg *m, void *arg)
 	}
 }
 
-static int sh_observer(void)
+/* A socket joined to group:port (its address in *a; type flags such as
+ * SOCK_NONBLOCK), or -1. */
+static int group_listen(const char *group, uint16_t port, int flags, struct sockaddr_in *a)
 {
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0), one = 1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(14401) };
+	int fd = socket(AF_INET, SOCK_DGRAM | flags, 0), one = 1;
 	struct ip_mreq mr = { .imr_interface.s_addr = htonl(INADDR_ANY) };
-	inet_pton(AF_INET, SH_GROUP, &mr.imr_multiaddr);
-	a.sin_addr = mr.imr_multiaddr;
+	*a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, group, &mr.imr_multiaddr);
+	a->sin_addr = mr.imr_multiaddr;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    bind(fd, (struct sockaddr *)a, sizeof(*a)) ||
 	    setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
 		return -1;
 	return fd;
+}
+
+static int sh_observer(void)
+{
+	struct sockaddr_in a;
+	return group_listen(SH_GROUP, 14401, SOCK_NONBLOCK, &a);
 }
 
 static void sh_observe(int fd, struct shlog *x)
@@ -1738,16 +1746,7 @@ static bool query_of(const uint8_t *b, ssize_t n, const char *topic)
 /* A socket on the resolver channel (its address in *a), or -1. */
 static int resolver_listen(struct sockaddr_in *a)
 {
-	int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
-	struct ip_mreq mr = { .imr_interface.s_addr = htonl(INADDR_ANY) };
-	*a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(14400) };
-	inet_pton(AF_INET, "239.192.76.1", &mr.imr_multiaddr);
-	a->sin_addr = mr.imr_multiaddr;
-	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(s, (struct sockaddr *)a, sizeof(*a)) ||
-	    setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
-		return -1;
-	return s;
+	return group_listen("239.192.76.1", 14400, 0, a);
 }
 
 /* The time (ms) of the next query for nw.want within wait_ms, or -1. */

@@ -227,7 +227,7 @@ for tt in $TRANSPORTS; do
 		done
 		# at rest: resolution settled, the subscriber still there; the
 		# resolution traffic (udp, xdp) and the publishing process's CPU
-		# (all its threads, /proc/PID/stat) over the same -R seconds
+		# (all its threads, schedstat) over the same -R seconds
 		rm -f "$tmp/rest.json"
 		if [ "$RES_W" != 0 ] && [ -s "$tmp/sub.json" ] && kill -0 "$pp" 2>/dev/null; then
 			sleep "$SETTLE"

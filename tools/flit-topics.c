@@ -253,8 +253,8 @@ static int run_pub(const struct options *o, flit_ctx *ctx)
 	double cpu_pct = idle_wall > 0 ? 100.0 * idle_cpu / idle_wall : 0;
 	double lib_pct = idle_wall > 0 ? 100.0 * (lib_cpu > 0 ? lib_cpu : 0) / idle_wall : 0;
 	/* the floor: the same loop for a second, without the library (what
-	 * waking 1000 times a second costs here): this thread's CPU alone,
-	 * the library's own threads go on meanwhile */
+	 * its wake-ups cost here: 1000 a second, or 10 with --no-poll): this
+	 * thread's CPU alone, the library's own threads go on meanwhile */
 	double fc0 = cpu_of(RUSAGE_THREAD), fw0 = now_s();
 	while (!stop && now_s() - fw0 < 1.0)
 		tool_sleep_us(nap_us);

@@ -349,7 +349,7 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 {
 	struct utopic *t = (struct utopic *)ts;
 	struct usess *s = t->ss;
-	uint64_t now;
+	uint64_t now = 0;
 
 	if (len > max_msg_of(s))
 		return flit_err(EMSGSIZE, "udp: %s: claim of %zu bytes exceeds %u", t->topic, len, max_msg_of(s));
@@ -359,7 +359,6 @@ int dg_claim(struct flit_tsrc *ts, size_t len, void **buf)
 		return flit_err(EBUSY, "udp: %s: already claimed%s", t->topic,
 				s->claimer == t ? "" : " by another publisher of its session");
 	}
-	now = 0;
 	tseq_form(s, t);
 	int r = src_make_room(s, len, &now);
 	if (r) {

@@ -294,6 +294,8 @@ static int tp_open(struct flit_ctx *ctx, int path, struct flit_tp **out)
 		}
 	}
 	tp->next_house = mono();
+	tp->xk_tick_at = tp->next_house;
+	tp->xk_skip = 1;        /* every poll reads the clock until polls prove fast */
 	tp->query_ivl = QUERY_MIN_NS / 2;
 	*out = tp;
 	return 0;
@@ -761,7 +763,7 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 	     (tp->ud && !tp->ud_im && !flit_ud_path_rx_pending(tp->ud))) &&
 	    ++tp->xk_idle < tp->xk_skip && !tp->dirty)
 		return 0;
-	const bool idle_tick = tp->xk_skip && tp->xk_idle >= tp->xk_skip;
+	const bool idle_tick = tp->xk_idle >= tp->xk_skip;
 	tp->xk_idle = 0;
 	tp->in_poll = true;
 	now = mono();
@@ -771,8 +773,6 @@ static int udp_poll(struct flit_tp *tp, int limit, flit_frame_fn fn, void *arg)
 			tp->xk_skip /= 2;
 		else if (span < XK_IDLE_NS / 2 && tp->xk_skip < XK_IDLE_POLLS)
 			tp->xk_skip *= 2;
-	} else if (!tp->xk_skip) {
-		tp->xk_skip = 1;
 	}
 	tp->xk_tick_at = now;
 	__atomic_store_n(&tp->last_poll, now, __ATOMIC_RELAXED);
